@@ -1,0 +1,147 @@
+"""The task contract: what a paper becomes in the suite (ARCHITECTURE.md, "The contract").
+
+A :class:`Task` names its paper, its frozen-dataclass ``Config``, its budgets, its metrics (the first is
+primary), its claims, and implements ``evaluate(algorithm, config, seed) -> Outcome``.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from iclrbench.core import config as cfg
+from iclrbench.core.errors import UserError
+from iclrbench.core.registry import did_you_mean
+
+if TYPE_CHECKING:
+    from iclrbench.core.algorithm import Algorithm
+    from iclrbench.core.result import RunResult
+
+BUDGETS = ("smoke", "small", "paper")
+Verdict = Literal["reproduced", "not_reproduced", "inconclusive"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Paper:
+    title: str
+    authors: str
+    arxiv: str
+    venue: str = "ICLR 2025"
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """A reported number. ``higher_is_better`` orients ranks; the task's first metric is primary."""
+
+    name: str
+    higher_is_better: bool
+    unit: str = ""
+    description: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """A named scale: config overrides on top of the defaults, and what it costs."""
+
+    name: str
+    overrides: Mapping[str, Any]
+    cost: str
+
+
+@dataclasses.dataclass
+class Curve:
+    """A curve over a shared x grid (e.g. regret over rounds t); one per run, aggregated over seeds."""
+
+    x: list[float]
+    y: list[float]
+    x_label: str = "t"
+    y_label: str = ""
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What ``Task.evaluate`` returns for one (algorithm, config, seed)."""
+
+    metrics: dict[str, float]
+    curves: dict[str, Curve] = dataclasses.field(default_factory=dict)
+    notes: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRequest:
+    """Runs a claim needs: one algorithm at config overrides (on top of the budget's), over seeds."""
+
+    algorithm: str
+    overrides: Mapping[str, Any]
+    seeds: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimResult:
+    task: str
+    id: str
+    statement: str
+    verdict: Verdict
+    measured: dict[str, Any]
+    budget: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A checkable statement from the paper.
+
+    ``requests(budget)`` lists the runs it needs; ``judge(groups)`` receives, per request (same order),
+    the list of finished :class:`RunResult` and returns the verdict and the measured figures.
+    """
+
+    id: str
+    statement: str
+    requests: Callable[[str], Sequence[RunRequest]]
+    judge: Callable[[list[list[RunResult]]], tuple[Verdict, dict[str, Any]]]
+
+
+class Task(abc.ABC):
+    """Base class of every task. Subclasses fill in the class attributes and ``evaluate``."""
+
+    id: ClassVar[str]
+    version: ClassVar[int]
+    paper: ClassVar[Paper]
+    summary: ClassVar[str]
+    Config: ClassVar[type]
+    budgets: ClassVar[Mapping[str, Budget]]
+    metrics: ClassVar[tuple[Metric, ...]]
+    claims: ClassVar[tuple[Claim, ...]] = ()
+    protocol: ClassVar[str] = ""
+    #: modules whose import registers this task's algorithms (explicit, not a side effect of the task's)
+    algorithm_modules: ClassVar[tuple[str, ...]] = ()
+    #: config overrides that ``make demo`` runs, one leaderboard table each
+    demo_settings: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
+
+    @property
+    def primary_metric(self) -> Metric:
+        return self.metrics[0]
+
+    def metric(self, name: str) -> Metric:
+        for m in self.metrics:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def make_config(self, budget: str = "small", overrides: Mapping[str, Any] | None = None) -> Any:
+        """The validated Config for a budget, with ``overrides`` (strings or values) applied on top."""
+        if budget not in self.budgets:
+            raise UserError(f"unknown budget '{budget}'{did_you_mean(budget, list(self.budgets))}")
+        merged = {**self.budgets[budget].overrides, **(overrides or {})}
+        return cfg.build(self.Config, merged, what=f"{self.id} config")
+
+    def claim(self, claim_id: str) -> Claim:
+        for c in self.claims:
+            if c.id == claim_id:
+                return c
+        raise UserError(f"unknown claim '{claim_id}'{did_you_mean(claim_id, [c.id for c in self.claims])}")
+
+    @abc.abstractmethod
+    def evaluate(self, algorithm: Algorithm, config: Any, seed: int) -> Outcome:
+        """Run ``algorithm`` on the task instance ``config`` drawn with ``seed``; return its metrics."""

@@ -1,0 +1,278 @@
+"""Run one or many (task, algorithm, config, seed) through an executor, reusing stored runs.
+
+``plan`` turns what the user asked for into :class:`RunSpec` s (validated up front, so bad input fails
+before anything runs); ``execute`` runs one spec in whatever process it lands in and never raises (a
+failure becomes a ``failed`` :class:`RunResult`); ``run_specs`` skips specs already stored as ``ok``
+(unless ``force``), runs the rest serially or in a process pool, and has the driver -- only the driver --
+write each result the moment it arrives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import re
+import resource
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any
+
+from iclrbench.core import catalog
+from iclrbench.core import config as cfg
+from iclrbench.core.errors import UserError
+from iclrbench.core.registry import did_you_mean
+from iclrbench.core.result import RunResult, provenance
+from iclrbench.core.seeding import rng_for
+from iclrbench.leaderboard.store import ResultStore
+
+MAX_SEEDS = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One run to do: everything needed to execute it in another process (plain data only)."""
+
+    task: str
+    task_version: int
+    algorithm: str
+    role: str
+    config: Mapping[str, Any]
+    params: Mapping[str, Any]
+    seed: int
+    budget: str
+
+    @property
+    def config_hash(self) -> str:
+        return cfg.stable_hash(self.config)
+
+    @property
+    def params_hash(self) -> str:
+        return cfg.stable_hash(self.params)
+
+    @property
+    def key(self) -> str:
+        from iclrbench.core.result import run_key
+
+        return run_key(
+            self.task, self.task_version, self.config_hash, self.algorithm, self.params_hash, self.seed
+        )
+
+    def label(self) -> str:
+        return f"{self.task} {self.algorithm} seed={self.seed}"
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``0-4`` -> [0..4]; ``0,3,7`` -> [0, 3, 7]; ``0-2,9`` -> [0, 1, 2, 9]."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if match is None or (match[2] is not None and int(match[2]) < int(match[1])):
+            raise UserError(f"--seeds '{text}': expected e.g. 0-4 or 0,3,7 (non-negative integers)")
+        low = int(match[1])
+        if int(match[2] or low) - low >= MAX_SEEDS:
+            raise UserError(f"--seeds '{text}': more than {MAX_SEEDS} seeds in one range")
+        seeds.extend(range(low, int(match[2] or low) + 1))
+    if not seeds:
+        raise UserError(f"--seeds '{text}': no seeds")
+    return list(dict.fromkeys(seeds))
+
+
+def parse_sets(items: Iterable[str]) -> dict[str, str]:
+    """``["d=8", "horizon=1e5"]`` -> {"d": "8", "horizon": "1e5"}; values are typed later, per key."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UserError(f"--set '{item}': expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def split_sets(
+    task_id: str, algorithms: Sequence[str], sets: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """Route each ``--set`` to the task config, or to the algorithm(s) whose params have that key.
+
+    ``ALGO.key=value`` targets one algorithm. A key no target knows is an error with a suggestion.
+    """
+    task = catalog.get_task(task_id)
+    config_keys = [f.name for f in dataclasses.fields(task.Config)]
+    per_algo: dict[str, dict[str, str]] = {a: {} for a in algorithms}
+    config: dict[str, str] = {}
+    for key, value in sets.items():
+        if "." in key:
+            algo, _, name = key.partition(".")
+            catalog.get_algorithm(task_id, algo)
+            if algo in per_algo:
+                per_algo[algo][name] = value
+            continue
+        if key in config_keys:
+            config[key] = value
+            continue
+        owners = [
+            a
+            for a in algorithms
+            if key in {f.name for f in dataclasses.fields(catalog.get_algorithm(task_id, a).Params)}
+        ]
+        if not owners:
+            known = config_keys + sorted(
+                {
+                    f.name
+                    for a in algorithms
+                    for f in dataclasses.fields(catalog.get_algorithm(task_id, a).Params)
+                }
+            )
+            raise UserError(
+                f"--set {key}: not a config key of {task_id} nor a parameter of the chosen "
+                f"algorithms{did_you_mean(key, known)}"
+            )
+        for a in owners:
+            per_algo[a][key] = value
+    return config, per_algo
+
+
+def plan(
+    task_id: str,
+    algorithms: Sequence[str],
+    seeds: Sequence[int],
+    budget: str = "small",
+    sets: Mapping[str, str] | None = None,
+    *,
+    skip_unsupported: bool = False,
+    on_skip: Callable[[str, str], None] | None = None,
+) -> list[RunSpec]:
+    """Validated run specs: the task's budget config with ``sets`` applied, per algorithm and seed."""
+    task = catalog.get_task(task_id)
+    for a in algorithms:
+        catalog.get_algorithm(task_id, a)
+    config_sets, algo_sets = split_sets(task_id, algorithms, sets or {})
+    config = task.make_config(budget, config_sets)
+    specs = []
+    for name in algorithms:
+        algo = catalog.get_algorithm(task_id, name)
+        reason = algo.supports(config)
+        if reason is not None:
+            if skip_unsupported:
+                if on_skip is not None:
+                    on_skip(name, reason)
+                continue
+            raise UserError(f"{name} cannot run on this config of {task_id}: {reason}")
+        params = cfg.build(algo.Params, algo_sets[name], what=f"{name} parameter")
+        for seed in seeds:
+            specs.append(
+                RunSpec(
+                    task.id,
+                    task.version,
+                    name,
+                    algo.role,
+                    cfg.as_dict(config),
+                    cfg.as_dict(params),
+                    int(seed),
+                    budget,
+                )
+            )
+    return specs
+
+
+def execute(spec: RunSpec) -> RunResult:
+    """Run one spec here and now. Never raises for a failing algorithm: the error is in the result."""
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    result = RunResult(
+        task=spec.task,
+        task_version=spec.task_version,
+        config=dict(spec.config),
+        config_hash=spec.config_hash,
+        algorithm=spec.algorithm,
+        role=spec.role,
+        params=dict(spec.params),
+        params_hash=spec.params_hash,
+        seed=spec.seed,
+        budget=spec.budget,
+        status="ok",
+        provenance=provenance(),
+    )
+    try:
+        task = catalog.get_task(spec.task)
+        algo_cls = catalog.get_algorithm(spec.task, spec.algorithm)
+        config = cfg.build(task.Config, spec.config)
+        params = cfg.build(algo_cls.Params, spec.params)
+        algorithm = algo_cls(params, config, rng_for(spec.seed, spec.task, spec.algorithm))
+        outcome = task.evaluate(algorithm, config, spec.seed)
+        result.metrics = {k: float(v) for k, v in outcome.metrics.items()}
+        result.curves = {k: dataclasses.asdict(c) for k, c in outcome.curves.items()}
+        result.notes = outcome.notes
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # a failed run is data, not a crash of the sweep
+        result.status = "failed"
+        result.error = f"{type(exc).__name__}: {exc}"
+        result.notes = traceback.format_exc(limit=8)
+    result.wall_s = time.perf_counter() - wall0
+    result.cpu_s = time.process_time() - cpu0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result.peak_mem_mb = rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+    result.created_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return result
+
+
+@dataclasses.dataclass
+class SweepReport:
+    results: list[RunResult]
+    reused: int = 0
+    ran: int = 0
+    failed: int = 0
+
+
+def run_specs(
+    specs: Sequence[RunSpec],
+    store: ResultStore,
+    *,
+    force: bool = False,
+    jobs: int = 1,
+    on_result: Callable[[RunResult, bool], None] | None = None,
+) -> SweepReport:
+    """Reuse stored ``ok`` runs (unless ``force``), run the others, store each as it finishes.
+
+    ``on_result(result, reused)`` is called once per spec, in completion order (progress bars, printing).
+    A KeyboardInterrupt stops the sweep; every run stored before it stays stored.
+    """
+    report = SweepReport(results=[])
+    todo: list[RunSpec] = []
+    for spec in specs:
+        stored = None if force else store.get(spec.key)
+        if stored is not None and stored.status == "ok":
+            report.results.append(stored)
+            report.reused += 1
+            if on_result:
+                on_result(stored, True)
+        else:
+            todo.append(spec)
+
+    def finish(result: RunResult) -> None:
+        store.put(result)
+        report.results.append(result)
+        report.ran += 1
+        report.failed += result.status != "ok"
+        if on_result:
+            on_result(result, False)
+
+    if jobs <= 1 or len(todo) <= 1:
+        for spec in todo:
+            finish(execute(spec))
+        return report
+    pool = ProcessPoolExecutor(max_workers=jobs)
+    pending: set[Future[RunResult]] = {pool.submit(execute, s) for s in todo}
+    try:
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                finish(fut.result())
+    except BaseException:
+        # Ctrl-C (or a store error): stop handing out work; everything finished is already stored.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return report
