@@ -177,10 +177,8 @@ def plan(
     return specs
 
 
-def execute(spec: RunSpec) -> RunResult:
-    """Run one spec here and now. Never raises for a failing algorithm: the error is in the result."""
-    wall0, cpu0 = time.perf_counter(), time.process_time()
-    result = RunResult(
+def _blank_result(spec: RunSpec) -> RunResult:
+    return RunResult(
         task=spec.task,
         task_version=spec.task_version,
         config=dict(spec.config),
@@ -192,30 +190,75 @@ def execute(spec: RunSpec) -> RunResult:
         seed=spec.seed,
         budget=spec.budget,
         status="ok",
-        provenance=provenance(),
+        provenance=dict(provenance()),
     )
+
+
+def _peak_mem_mb() -> float:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+
+
+def _stamp(results: Sequence[RunResult], wall: float, cpu: float) -> None:
+    now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    for r in results:
+        r.wall_s, r.cpu_s = wall / len(results), cpu / len(results)
+        r.peak_mem_mb = _peak_mem_mb()
+        r.created_at = now
+        r.provenance["batch"] = len(results)
+
+
+def execute(spec: RunSpec) -> RunResult:
+    """Run one spec here and now. Never raises for a failing algorithm: the error is in the result."""
+    return execute_batch([spec])[0]
+
+
+def execute_batch(specs: Sequence[RunSpec]) -> list[RunResult]:
+    """Run specs that differ only in their seed, as one ``Task.evaluate_many`` call.
+
+    If the batch fails, each spec is retried alone so that the failure is pinned to its seed. For a
+    batch, ``wall_s`` and ``cpu_s`` are the batch's divided by its runs. Never raises for a failing run.
+    """
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    results = [_blank_result(s) for s in specs]
+    first = specs[0]
     try:
-        task = catalog.get_task(spec.task)
-        algo_cls = catalog.get_algorithm(spec.task, spec.algorithm)
-        config = cfg.build(task.Config, spec.config)
-        params = cfg.build(algo_cls.Params, spec.params)
-        algorithm = algo_cls(params, config, rng_for(spec.seed, spec.task, spec.algorithm))
-        outcome = task.evaluate(algorithm, config, spec.seed)
-        result.metrics = {k: float(v) for k, v in outcome.metrics.items()}
-        result.curves = {k: dataclasses.asdict(c) for k, c in outcome.curves.items()}
-        result.notes = outcome.notes
+        task = catalog.get_task(first.task)
+        algo_cls = catalog.get_algorithm(first.task, first.algorithm)
+        config = cfg.build(task.Config, first.config)
+        params = cfg.build(algo_cls.Params, first.params)
+        algorithms = [algo_cls(params, config, rng_for(s.seed, s.task, s.algorithm)) for s in specs]
+        outcomes = task.evaluate_many(algorithms, config, [s.seed for s in specs])
+        for result, outcome in zip(results, outcomes, strict=True):
+            result.metrics = {k: float(v) for k, v in outcome.metrics.items()}
+            result.curves = {k: dataclasses.asdict(c) for k, c in outcome.curves.items()}
+            result.notes = outcome.notes
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # a failed run is data, not a crash of the sweep
-        result.status = "failed"
-        result.error = f"{type(exc).__name__}: {exc}"
-        result.notes = traceback.format_exc(limit=8)
-    result.wall_s = time.perf_counter() - wall0
-    result.cpu_s = time.process_time() - cpu0
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    result.peak_mem_mb = rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
-    result.created_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    return result
+        if len(specs) > 1:
+            return [r for s in specs for r in execute_batch([s])]
+        results[0].status = "failed"
+        results[0].error = f"{type(exc).__name__}: {exc}"
+        results[0].notes = traceback.format_exc(limit=8)
+    _stamp(results, time.perf_counter() - wall0, time.process_time() - cpu0)
+    return results
+
+
+def batches(specs: Sequence[RunSpec], jobs: int = 1) -> list[list[RunSpec]]:
+    """Group specs that differ only in seed, in chunks of the task's ``batch_size`` -- smaller when
+    needed so that ``jobs`` workers all get work."""
+    groups: dict[tuple[str, int, str, str, str], list[RunSpec]] = {}
+    for s in specs:
+        groups.setdefault((s.task, s.task_version, s.config_hash, s.algorithm, s.params_hash), []).append(s)
+    out = []
+    per_group = max(1, -(-len(specs) // max(jobs, 1)) if jobs > 1 else len(specs))
+    for group in groups.values():
+        first = group[0]
+        task = catalog.get_task(first.task)
+        size = max(1, min(task.batch_size(cfg.build(task.Config, first.config)), per_group))
+        out += [group[i : i + size] for i in range(0, len(group), size)]
+    return out
 
 
 @dataclasses.dataclass
@@ -259,17 +302,20 @@ def run_specs(
         if on_result:
             on_result(result, False)
 
-    if jobs <= 1 or len(todo) <= 1:
-        for spec in todo:
-            finish(execute(spec))
+    chunks = batches(todo, jobs)
+    if jobs <= 1 or len(chunks) <= 1:
+        for chunk in chunks:
+            for result in execute_batch(chunk):
+                finish(result)
         return report
     pool = ProcessPoolExecutor(max_workers=jobs)
-    pending: set[Future[RunResult]] = {pool.submit(execute, s) for s in todo}
+    pending: set[Future[list[RunResult]]] = {pool.submit(execute_batch, c) for c in chunks}
     try:
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for fut in done:
-                finish(fut.result())
+                for result in fut.result():
+                    finish(result)
     except BaseException:
         # Ctrl-C (or a store error): stop handing out work; everything finished is already stored.
         pool.shutdown(wait=False, cancel_futures=True)

@@ -21,6 +21,7 @@ next cut is priced in one vectorised step -- and keep ``act``/``update`` for the
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -55,55 +56,51 @@ class PricingPolicy(Algorithm):
             self.update(x, p, q, market.post([p], [q]))
 
 
-class Ellipsoid:
-    """Knowledge set {theta : (theta - c)^T A^{-1} (theta - c) <= 1} for one valuation vector."""
+class EllipsoidBank:
+    """The seller's and the buyer's ellipsoid knowledge sets {theta : (theta - c)^T A^{-1} (theta - c) <= 1}
+    for ``n`` independent games (seeds) at once, and the paper's decision rule on top of them.
 
-    def __init__(self, d: int) -> None:
-        self.d = d
-        self.center = np.zeros(d)
-        self.shape = np.eye(d)  # the unit ball contains phi and psi (||phi||, ||psi|| <= 1)
-        self.cuts = 0
+    Reproducibility: a game gives bit-identical prices whether it is played alone, step by step, or
+    batched with other games. BLAS may round a matrix product differently for different row counts, so
+    contexts are always multiplied in tiles of exactly ``TILE`` rows (padded), and the remaining
+    reductions use ``np.einsum``, whose result per element does not depend on the array's other sizes.
+    """
 
-    def interval(self, contexts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Centre x.c and half-width sqrt(x^T A x) of {x.theta : theta in the set}, one per row."""
-        quad = ((contexts @ self.shape) * contexts).sum(axis=1)
-        return contexts @ self.center, np.sqrt(np.maximum(quad, 0.0))
+    TILE = 64
 
-    def cut(self, x: np.ndarray, keep_upper: bool) -> None:
-        """Central cut through the centre along x, keeping x.theta >= x.c (upper) or <= x.c (lower);
-        the Loewner-John update of Grotschel-Lovasz-Schrijver (the paper's Algorithm 1)."""
-        d = self.d
-        ax = self.shape @ x
-        norm = np.sqrt(max(float(x @ ax), 1e-300))
-        g = ax / norm
-        self.center = self.center + (1.0 if keep_upper else -1.0) * g / (d + 1)
-        self.shape = d * d / (d * d - 1.0) * (self.shape - 2.0 / (d + 1) * np.outer(g, g))
-        self.cuts += 1
+    SELLER, BUYER = 0, 1
 
+    def __init__(self, n: int, d: int, epsilon: float) -> None:
+        self.d, self.epsilon = d, epsilon
+        self.centre = np.zeros((n, 2, d))
+        # the unit ball contains phi and psi (||phi||, ||psi|| <= 1)
+        self.shape = np.tile(np.eye(d), (n, 2, 1, 1))
+        self.cuts = np.zeros((n, 2), dtype=np.int64)
 
-@dataclasses.dataclass(frozen=True)
-class EllipsoidParams:
-    epsilon_scale: float = param(1.0, "epsilon = epsilon_scale * d^2 / T (the paper: 1)", low=1e-9)
+    def decide(self, games: np.ndarray, block: np.ndarray, valid: np.ndarray | None = None) -> dict[str, Any]:
+        """For contexts ``block`` (L, C, d) of games ``games`` (L,): per row the cut it needs (NO_CUT /
+        CUT_SELLER / CUT_BUYER), the posted price, the intervals and whether they are separated.
 
-
-class _EllipsoidPair:
-    """The seller's and the buyer's ellipsoids and the paper's decision rule on top of them."""
-
-    def __init__(self, d: int, epsilon: float) -> None:
-        self.seller, self.buyer, self.epsilon = Ellipsoid(d), Ellipsoid(d), epsilon
-
-    def decide(self, contexts: np.ndarray) -> dict[str, np.ndarray]:
-        s_mid, s_half = self.seller.interval(contexts)
-        b_mid, b_half = self.buyer.interval(contexts)
+        The rule (Sec. 3): if s_hi < b_lo the intervals are separated and the price is their midpoint;
+        else cut the seller's set at its centre while its interval is wider than epsilon, then the buyer's;
+        else (both narrower than epsilon) post (s_hi + b_lo) / 2.
+        """
+        rows = block.shape[1]
+        padded = -rows % self.TILE
+        if padded:
+            block = np.concatenate([block, np.zeros((block.shape[0], padded, self.d))], axis=1)
+            valid = None if valid is None else np.pad(valid, ((0, 0), (0, padded)))
+        mid = np.einsum("lcd,lkd->lkc", block, self.centre[games])
+        half = np.sqrt(np.maximum(self._quadratic_forms(games, block), 0.0))
+        s_mid, b_mid, s_half, b_half = mid[:, 0], mid[:, 1], half[:, 0], half[:, 1]
         s_hi, b_lo = s_mid + s_half, b_mid - b_half
         separated = s_hi < b_lo
-        cut_s = ~separated & (2 * s_half >= self.epsilon)
-        cut_b = ~separated & ~cut_s & (2 * b_half >= self.epsilon)
-        kind = np.where(cut_s, CUT_SELLER, np.where(cut_b, CUT_BUYER, NO_CUT))
-        price = np.where(cut_s, s_mid, np.where(cut_b, b_mid, 0.5 * (s_hi + b_lo)))
-        return {
-            "kind": kind,
-            "price": price,
+        ok = ~separated if valid is None else valid & ~separated
+        cut_s = ok & (2 * s_half >= self.epsilon)
+        cut_b = ok & ~cut_s & (2 * b_half >= self.epsilon)
+        decision = {
+            "kind": np.where(cut_s, CUT_SELLER, np.where(cut_b, CUT_BUYER, NO_CUT)),
+            "price": np.where(cut_s, s_mid, np.where(cut_b, b_mid, 0.5 * (s_hi + b_lo))),
             "separated": separated,
             "s_mid": s_mid,
             "b_mid": b_mid,
@@ -112,19 +109,42 @@ class _EllipsoidPair:
             "b_lo": b_lo,
             "b_hi": b_mid + b_half,
         }
+        return {key: value[:, :rows] for key, value in decision.items()}
 
-    def learn(self, x: np.ndarray, kind: int, accepted: bool) -> None:
-        """A seller who sold at the centre price has s <= x.c: keep the lower half; a buyer who bought
-        has b >= x.c: keep the upper half."""
-        if kind == CUT_SELLER:
-            self.seller.cut(x, keep_upper=not accepted)
-        elif kind == CUT_BUYER:
-            self.buyer.cut(x, keep_upper=accepted)
+    def _quadratic_forms(self, games: np.ndarray, block: np.ndarray) -> np.ndarray:
+        """x^T A x for every row of ``block`` (L, C, d), C a multiple of TILE, and both sets: (L, 2, C)."""
+        n_games, rows, d = block.shape
+        tiles = block.reshape(n_games, rows // self.TILE, 1, self.TILE, d)
+        products = tiles @ self.shape[games][:, None]  # (L, tiles, 2, TILE, d)
+        quad = np.einsum("lnkcd,lncd->lnkc", products, tiles[:, :, 0])
+        return quad.transpose(0, 2, 1, 3).reshape(n_games, 2, rows)
+
+    def learn(self, games: np.ndarray, kinds: np.ndarray, contexts: np.ndarray, accepted: np.ndarray) -> None:
+        """Central cuts (the Loewner-John update, Grotschel-Lovasz-Schrijver) through each set's centre
+        along x. A seller who sold at the centre price has s <= x.c: keep the lower half; a buyer who
+        bought has b >= x.c: keep the upper half."""
+        d = self.d
+        sides = np.where(kinds == CUT_SELLER, self.SELLER, self.BUYER)
+        keep_upper = np.where(sides == self.SELLER, ~accepted, accepted)
+        a = self.shape[games, sides]
+        ax = np.einsum("mde,me->md", a, contexts)
+        g = ax / np.sqrt(np.maximum(np.einsum("md,md->m", contexts, ax), 1e-300))[:, None]
+        self.centre[games, sides] += np.where(keep_upper, 1.0, -1.0)[:, None] * g / (d + 1)
+        self.shape[games, sides] = d * d / (d * d - 1.0) * (a - 2.0 / (d + 1) * np.einsum("md,me->mde", g, g))
+        np.add.at(self.cuts, (games, sides), 1)
+
+    def learn_one(self, game: int, kind: int, x: np.ndarray, accepted: bool) -> None:
+        self.learn(np.array([game]), np.array([kind]), x[None, :], np.array([accepted]))
 
 
-def _next_event(kinds: np.ndarray) -> int:
-    hits = np.flatnonzero(kinds)
-    return int(hits[0]) if hits.size else -1
+def ellipsoid_epsilon(config: BilateralTradeConfig, scale: float) -> float:
+    """epsilon = scale * d^2 / T: the width below which an interval is not cut any more (Sec. 3)."""
+    return scale * config.d**2 / config.horizon
+
+
+@dataclasses.dataclass(frozen=True)
+class EllipsoidParams:
+    epsilon_scale: float = param(1.0, "epsilon = epsilon_scale * d^2 / T (the paper: 1)", low=1e-9)
 
 
 @register_algorithm(task=TASK, name="ellipsoid-sbb", role="reference")
@@ -135,8 +155,7 @@ class EllipsoidPricing(PricingPolicy):
 
     def __init__(self, params: EllipsoidParams, config: BilateralTradeConfig, rng: np.random.Generator):
         super().__init__(params, config, rng)
-        epsilon = params.epsilon_scale * config.d**2 / config.horizon
-        self.sets = _EllipsoidPair(config.d, epsilon)
+        self.sets = EllipsoidBank(1, config.d, ellipsoid_epsilon(config, params.epsilon_scale))
         self._pending = NO_CUT
 
     @classmethod
@@ -144,32 +163,62 @@ class EllipsoidPricing(PricingPolicy):
         return None if config.feedback == "two-bit" else "needs two-bit feedback"
 
     def act(self, x: np.ndarray) -> tuple[float, float]:
-        decision = self.sets.decide(x[None, :])
-        self._pending = int(decision["kind"][0])
-        price = float(decision["price"][0])
+        decision = self.sets.decide(np.zeros(1, dtype=np.int64), x[None, None, :])
+        self._pending = int(decision["kind"][0, 0])
+        price = float(decision["price"][0, 0])
         return price, price
 
     def update(self, x: np.ndarray, p: float, q: float, feedback: Feedback) -> None:
         bit = feedback.seller if self._pending == CUT_SELLER else feedback.buyer
         if self._pending != NO_CUT and bit is not None:
-            self.sets.learn(x, self._pending, bool(bit[0]))
+            self.sets.learn_one(0, self._pending, x, bool(bit[0]))
 
     def play(self, market: BilateralMarket) -> None:
-        contexts, t, chunk = market.contexts, 0, 64
-        while t < market.horizon:
-            stop = min(market.horizon, t + chunk)
-            decision = self.sets.decide(contexts[t:stop])
-            k = _next_event(decision["kind"])
-            if k < 0:
-                market.post(decision["price"])
-                t, chunk = stop, min(2 * chunk, 1 << 16)
-                continue
-            feedback = market.post(decision["price"][: k + 1])
-            kind = int(decision["kind"][k])
-            bit = feedback.seller if kind == CUT_SELLER else feedback.buyer
-            assert bit is not None  # two-bit feedback, checked by supports()
-            self.sets.learn(contexts[t + k], kind, bool(bit[k]))
-            t, chunk = t + k + 1, max(64, 2 * (k + 1))
+        self.play_batch([self], [market])
+
+    @classmethod
+    def play_batch(cls, algorithms: Sequence[EllipsoidPricing], markets: Sequence[BilateralMarket]) -> None:
+        """Play every market (one per seed) to the end, all advanced together.
+
+        Knowledge sets change only at cut rounds, so each step prices, for every game, all rounds up to
+        and including its next cut in one batched computation, then applies all the cuts at once.
+        Decisions are exactly those of ``act``/``update`` round by round.
+        """
+        n, horizon = len(markets), markets[0].horizon
+        first = algorithms[0]
+        bank = EllipsoidBank(n, first.config.d, first.sets.epsilon)
+        t, chunk = np.zeros(n, dtype=np.int64), 64
+        while True:
+            live = np.flatnonzero(t < horizon)
+            if live.size == 0:
+                break
+            block = np.zeros((live.size, chunk, bank.d))
+            valid = np.zeros((live.size, chunk), dtype=bool)
+            for i, game in enumerate(live):
+                rows = markets[game].contexts[t[game] : t[game] + chunk]
+                block[i, : len(rows)], valid[i, : len(rows)] = rows, True
+            decision = bank.decide(live, block, valid)
+            kind = decision["kind"]
+            has_event = kind.any(axis=1)
+            last = np.where(has_event, (kind != NO_CUT).argmax(axis=1), valid.sum(axis=1) - 1)
+            event_kind = kind[np.arange(live.size), last]
+            accepted = np.zeros(live.size, dtype=bool)
+            for i, game in enumerate(live):
+                feedback = markets[game].post(decision["price"][i, : last[i] + 1])
+                if has_event[i]:
+                    answers = feedback.seller if event_kind[i] == CUT_SELLER else feedback.buyer
+                    assert answers is not None  # two-bit feedback, checked by supports()
+                    accepted[i] = answers[-1]
+            t[live] += last + 1
+            if has_event.any():
+                ev = np.flatnonzero(has_event)
+                bank.learn(live[ev], event_kind[ev], block[ev, last[ev]], accepted[ev])
+                chunk = max(64, 2 * int(np.median(last[ev]) + 1))
+            else:
+                chunk = min(2 * chunk, 1 << 16)
+        for i, algorithm in enumerate(algorithms):
+            algorithm.sets.centre[0], algorithm.sets.shape[0] = bank.centre[i], bank.shape[i]
+            algorithm.sets.cuts[0] = bank.cuts[i]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,7 +288,7 @@ class OneBitGlobalBudgetReduction(PricingPolicy):
 
     def __init__(self, params: OneBitParams, config: BilateralTradeConfig, rng: np.random.Generator):
         super().__init__(params, config, rng)
-        self.sets = _EllipsoidPair(config.d, params.epsilon_scale * config.d**2 / config.horizon)
+        self.sets = EllipsoidBank(1, config.d, ellipsoid_epsilon(config, params.epsilon_scale))
         self.profit = 0.0
         self.probes = self.margin_rounds = 0
 
@@ -258,12 +307,13 @@ class OneBitGlobalBudgetReduction(PricingPolicy):
         self.profit += float(np.sum(np.where(feedback.trade, q - p, 0.0)))
 
     def play(self, market: BilateralMarket) -> None:
-        contexts, t, chunk = market.contexts, 0, 64
+        contexts, t, chunk, game = market.contexts, 0, 64, np.zeros(1, dtype=np.int64)
         while t < market.horizon:
             stop = min(market.horizon, t + chunk)
-            decision = self.sets.decide(contexts[t:stop])
+            decision = {key: v[0] for key, v in self.sets.decide(game, contexts[None, t:stop]).items()}
             p, q = self._prices(decision)
-            k = _next_event(decision["kind"])
+            events = np.flatnonzero(decision["kind"])
+            k = int(events[0]) if events.size else -1
             if k < 0:
                 self._settle(p, q, market.post(p, q))
                 t, chunk = stop, min(2 * chunk, 1 << 16)
@@ -296,7 +346,7 @@ class OneBitGlobalBudgetReduction(PricingPolicy):
         worst_cost = max(0.0, p - q)
         if self.profit - worst_cost >= 0.0:
             feedback = market.post([p], [q])
-            self.sets.learn(x, kind, bool(feedback.trade[0]))
+            self.sets.learn_one(0, kind, x, bool(feedback.trade[0]))
             self.probes += 1
         else:
             p, q = self._margin_prices(row)

@@ -145,3 +145,17 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def evaluate(self, algorithm: Algorithm, config: Any, seed: int) -> Outcome:
         """Run ``algorithm`` on the task instance ``config`` drawn with ``seed``; return its metrics."""
+
+    def evaluate_many(
+        self, algorithms: Sequence[Algorithm], config: Any, seeds: Sequence[int]
+    ) -> list[Outcome]:
+        """Evaluate one (algorithm, params, config) on several seeds; ``algorithms[i]`` plays ``seeds[i]``.
+
+        The default runs them one by one. A task whose algorithms can advance many seeds as one batched
+        computation overrides this; it must return, seed by seed, exactly what ``evaluate`` returns.
+        """
+        return [self.evaluate(a, config, s) for a, s in zip(algorithms, seeds, strict=True)]
+
+    def batch_size(self, config: Any) -> int:
+        """How many seeds the runner may hand to ``evaluate_many`` at once (memory permitting)."""
+        return 1

@@ -131,17 +131,18 @@ class BilateralMarket:
         Under strong budget balance ``q`` may be omitted (q = p) and must equal ``p`` if given.
         """
         p = np.atleast_1d(np.asarray(p, dtype=float))
-        q = p if q is None else np.atleast_1d(np.asarray(q, dtype=float))
-        n = p.shape[0]
-        start, stop = self.next_round, self.next_round + n
+        if q is None:
+            q = p
+        else:
+            q = np.atleast_1d(np.asarray(q, dtype=float))
+            if self.config.budget_balance == "strong" and not np.array_equal(p, q):
+                raise ValueError("strong budget balance: the seller and buyer prices must be equal")
+        start, stop = self.next_round, self.next_round + p.shape[0]
         if q.shape != p.shape or p.ndim != 1:
             raise ValueError("p and q must be 1-d arrays of the same length")
         if stop > self.horizon:
             raise ValueError(f"posting rounds {start}..{stop - 1} past the horizon {self.horizon}")
-        if not (np.all(np.isfinite(p)) and np.all(np.isfinite(q))):
-            raise ValueError("prices must be finite")
-        if self.config.budget_balance == "strong" and not np.array_equal(p, q):
-            raise ValueError("strong budget balance: the seller and buyer prices must be equal")
+        # Finiteness is checked once, in outcome(): a NaN price fails the run there.
         self.p[start:stop], self.q[start:stop] = p, q
         self.next_round = stop
         seller = self._s[start:stop] <= p
@@ -174,6 +175,8 @@ class BilateralMarket:
         """Per-round arrays of the finished game: regret, realised GFT and profit."""
         if not self.done:
             raise RuntimeError(f"the algorithm posted {self.next_round} of {self.horizon} rounds")
+        if not (np.isfinite(self.p).all() and np.isfinite(self.q).all()):
+            raise ValueError("the algorithm posted a price that is not finite")
         trade = (self._s <= self.p) & (self._b >= self.q)
         gft = np.where(trade, self._b - self._s, 0.0)
         profit = np.where(trade, self.q - self.p, 0.0)
