@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import urllib.parse
 from collections import defaultdict
 from collections.abc import Sequence
@@ -89,21 +90,32 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 
 
 def svg_curves(curves: dict[str, CurveSummary], title: str, width: int = 640, height: int = 300) -> str:
-    """Mean curves with shaded 95% CI bands, one colour per algorithm, as an inline SVG."""
+    """Mean curves with shaded 95% CI bands, one colour per algorithm, as an inline SVG.
+
+    When the final values of non-negative curves span more than 20x, the y axis is log(1 + y) so that
+    a good algorithm is not flattened against the axis by a bad one; the axis label says so.
+    """
     if not curves:
         return ""
     left, right, top, bottom = 64, 16, 22, 40
     xs = [x for c in curves.values() for x in c.x]
     ys = [y for c in curves.values() for y in (*c.low, *c.high, *c.mean)]
+    finals = [c.mean[-1] for c in curves.values()]
+    log_scale = min(ys) >= 0 and max(finals) > 20 * max(min(finals), 1e-9) and max(ys) > 10
+
+    def ty(y: float) -> float:
+        return math.log10(1 + y) if log_scale else y
+
     x0, x1 = min(xs), max(xs)
     y0, y1 = min(0.0, min(ys)), max(ys) if max(ys) > min(0.0, min(ys)) else 1.0
+    y0, y1 = ty(y0), ty(y1)
     pw, ph = width - left - right, height - top - bottom
 
     def px(x: float) -> float:
         return left + (x - x0) / ((x1 - x0) or 1) * pw
 
     def py(y: float) -> float:
-        return top + ph - (y - y0) / ((y1 - y0) or 1) * ph
+        return top + ph - (ty(y) - y0) / ((y1 - y0) or 1) * ph
 
     first = next(iter(curves.values()))
     parts = [
@@ -111,7 +123,11 @@ def svg_curves(curves: dict[str, CurveSummary], title: str, width: int = 640, he
         f'aria-label="{esc(title)}"><title>{esc(title)}</title>',
         f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fbfcfd" stroke="#ccd"/>',
     ]
-    for t in _ticks(y0, y1):
+    if log_scale:
+        y_ticks = [0.0] + [10.0**k for k in range(1, int(math.log10(max(ys))) + 1)]
+    else:
+        y_ticks = _ticks(y0, y1)
+    for t in y_ticks:
         parts.append(
             f'<line x1="{left}" x2="{left + pw}" y1="{py(t):.1f}" y2="{py(t):.1f}" stroke="#e6e8ec"/>'
             f'<text x="{left - 6}" y="{py(t) + 4:.1f}" text-anchor="end">{esc(fmt(t))}</text>'
@@ -121,7 +137,7 @@ def svg_curves(curves: dict[str, CurveSummary], title: str, width: int = 640, he
     parts.append(
         f'<text x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">{esc(first.x_label)}</text>'
         f'<text x="14" y="{top + ph / 2}" transform="rotate(-90 14 {top + ph / 2})" '
-        f'text-anchor="middle">{esc(first.y_label)}</text>'
+        f'text-anchor="middle">{esc(first.y_label)}{" (log scale)" if log_scale else ""}</text>'
     )
     for i, (name, c) in enumerate(curves.items()):
         colour = PALETTE[i % len(PALETTE)]
@@ -193,6 +209,26 @@ def _provenance_html(prov: dict[str, Any]) -> str:
     return f"<details><summary>Provenance</summary><table>{rows}</table></details>"
 
 
+def _config_html(tid: str, t: Table) -> str:
+    """One task config: heading, sortable table, curves, downloads, provenance."""
+    parts = [
+        f"<h3>v{t.task_version} &middot; {esc(config_label(t.config))} "
+        f'<span class="role">budget {esc(", ".join(t.budgets))}</span></h3>',
+        _table_html(t),
+    ]
+    for name in dict.fromkeys(n for row in t.rows for n in row.curves):
+        curves = {row.algorithm: row.curves[name] for row in t.rows if name in row.curves}
+        parts.append(svg_curves(curves, f"{tid}: {name}"))
+    parts.append(
+        f'<p class="downloads"><a download="{esc(tid)}-{esc(t.config_hash)}.csv" '
+        f'href="{esc(_data_uri("text/csv", render_csv([t])))}">CSV</a>'
+        f'<a download="{esc(tid)}-{esc(t.config_hash)}.json" '
+        f'href="{esc(_data_uri("application/json", render_json([t])))}">JSON</a></p>'
+    )
+    parts.append(_provenance_html(t.provenance))
+    return "".join(parts)
+
+
 def render_html(
     tables: Sequence[Table], claims: Sequence[ClaimResult], papers: dict[str, dict[str, str]] | None = None
 ) -> str:
@@ -216,23 +252,17 @@ def render_html(
                 f" (arXiv:{esc(paper.get('arxiv', ''))})</p>"
             )
         parts.append("<h3>Claims</h3>" + _claims_html(claims_by_task.get(tid, [])))
-        for t in by_task.get(tid, []):
+        here = by_task.get(tid, [])
+        # tables comparing algorithms first; single-algorithm ones (the claims' sweeps) folded away
+        main = [t for t in here if len(t.rows) > 1] or here[:1]
+        rest = [t for t in here if t not in main]
+        parts += [_config_html(tid, t) for t in main]
+        if rest:
             parts.append(
-                f"<h3>v{t.task_version} &middot; {esc(config_label(t.config))} "
-                f'<span class="role">budget {esc(", ".join(t.budgets))}</span></h3>'
+                f"<details><summary>{len(rest)} more configurations with a single algorithm "
+                f"(e.g. the claims' sweeps over T)</summary>{''.join(_config_html(tid, t) for t in rest)}"
+                "</details>"
             )
-            parts.append(_table_html(t))
-            curve_names = dict.fromkeys(n for row in t.rows for n in row.curves)
-            for name in curve_names:
-                curves = {row.algorithm: row.curves[name] for row in t.rows if name in row.curves}
-                parts.append(svg_curves(curves, f"{tid}: {name}"))
-            parts.append(
-                f'<p class="downloads"><a download="{esc(tid)}-{esc(t.config_hash)}.csv" '
-                f'href="{esc(_data_uri("text/csv", render_csv([t])))}">CSV</a>'
-                f'<a download="{esc(tid)}-{esc(t.config_hash)}.json" '
-                f'href="{esc(_data_uri("application/json", render_json([t])))}">JSON</a></p>'
-            )
-            parts.append(_provenance_html(t.provenance))
         parts.append("</section>")
         sections.append("".join(parts))
     all_csv, all_json = render_csv(tables), render_json(tables)
