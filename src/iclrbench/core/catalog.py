@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 #: built-in tasks: id -> "module:Class"; modules import only numpy-level dependencies at top level
 BUILTIN_TASKS: dict[str, str] = {
     "contextual-bilateral-trade": "iclrbench.benchmarks.bilateral_trade:BilateralTradeTask",
+    "protein-combinatorial-bo": "iclrbench.benchmarks.protein:ProteinTask",
 }
 
 _tasks: Registry[type[Task]] = Registry("task")
