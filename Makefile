@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# packages whose declared dependencies are broken or huge: installed alone, their modules read selectively
+NO_DEPS_PACKAGES := pytorch-holo==0.0.5
 
 .PHONY: setup demo test perf lint format clean
 
@@ -14,7 +16,8 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet -c constraints.txt -e '.[dev]'
+	$(PIP) install --quiet -c constraints.txt -e '.[dev,protein]'
+	$(PIP) install --quiet -c constraints.txt --no-deps $(NO_DEPS_PACKAGES)
 	@touch $(STAMP)
 
 demo: setup

@@ -85,7 +85,7 @@ class SequenceOptimizer(Algorithm):
 class OneHotGP:
     """A fitted GP on one-hot sequences and its UCB (see the module docstring)."""
 
-    def __init__(self, X: np.ndarray, y: np.ndarray, *, beta: float = 2.0, maxiter: int = 100) -> None:
+    def __init__(self, X: np.ndarray, y: np.ndarray, *, beta: float = 2.0, maxiter: int = 50) -> None:
         import torch
         from botorch.fit import fit_gpytorch_mll
         from botorch.models import SingleTaskGP
@@ -179,7 +179,7 @@ class GameOptParams:
     beta: float = param(2.0, "UCB exploration weight: payoff mu + beta sigma", low=0.0)
     games: int = param(3, "games played from random starts per round", low=1, high=64)
     max_iterations: int = param(50, "best-response steps per game before giving up on convergence", low=1)
-    gp_maxiter: int = param(100, "L-BFGS iterations of the GP hyperparameter fit", low=1)
+    gp_maxiter: int = param(50, "L-BFGS iterations of the GP hyperparameter fit", low=1)
 
 
 class _GameOptBase(SequenceOptimizer):
@@ -195,28 +195,42 @@ class GameOptBestResponse(_GameOptBase):
 
     def ask(self, n: int) -> np.ndarray:
         gp = self.fit()
-        current = self.random_sequences(self.params.games)
-        active = np.ones(len(current), dtype=bool)
-        pool_x, pool_u = [], []
-        for _ in range(self.params.max_iterations):
-            idx = np.flatnonzero(active)
-            values = gp.deviation_ucb(current[idx])  # (g, L, 20)
-            flat = values.reshape(len(idx), -1)
-            best = flat.argmax(axis=1)
-            here = values[np.arange(len(idx)), 0, current[idx, 0]]  # the unchanged sequence's payoff
-            improves = flat[np.arange(len(idx)), best] > here + 1e-12
-            neighbourhood = deviations(current[idx])
-            pool_x.append(neighbourhood.reshape(-1, self.length))
-            pool_u.append(flat.reshape(-1))
-            moved = idx[improves]
-            site, letter = np.divmod(best[improves], N_LETTERS)
-            current[moved, site] = letter
-            active[idx[~improves]] = False
-            if not active.any():
-                break
+        _, pool_x, pool_u = best_response_equilibria(
+            gp, self.random_sequences(self.params.games), self.params.max_iterations
+        )
         self.acquisition_evaluations = gp.evaluations
         # equilibria first (their payoff is the best of their neighbourhood), then the neighbourhoods
-        return self.select_unseen(np.concatenate(pool_x), np.concatenate(pool_u), n)
+        return self.select_unseen(pool_x, pool_u, n)
+
+
+def best_response_equilibria(
+    gp: OneHotGP, starts: np.ndarray, max_iterations: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Iterated best response in the UCB game, all games at once.
+
+    Each step scores every single-site deviation (L x 20) of each unconverged game and moves to the best
+    one; a game stops when no deviation beats its current sequence -- a pure Nash equilibrium of the
+    common-payoff game (or after ``max_iterations``). Returns the final sequences and every scored
+    (sequence, UCB) pair.
+    """
+    current = starts.copy()
+    games, length = current.shape
+    active = np.ones(games, dtype=bool)
+    pool_x, pool_u = [], []
+    for _ in range(max_iterations):
+        idx = np.flatnonzero(active)
+        values = gp.deviation_ucb(current[idx]).reshape(len(idx), -1)  # (g, L * 20)
+        best = values.argmax(axis=1)
+        here = values[np.arange(len(idx)), current[idx, 0]]  # site 0 keeping its letter: unchanged
+        improves = values[np.arange(len(idx)), best] > here + 1e-12
+        pool_x.append(deviations(current[idx]).reshape(-1, length))
+        pool_u.append(values.reshape(-1))
+        site, letter = np.divmod(best[improves], N_LETTERS)
+        current[idx[improves], site] = letter
+        active[idx[~improves]] = False
+        if not active.any():
+            break
+    return current, np.concatenate(pool_x), np.concatenate(pool_u)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,7 +240,7 @@ class HedgeParams:
     hedge_rounds: int = param(400, "rounds of Hedge dynamics per game", low=1)
     learning_rate: float = param(0.5, "Hedge learning rate (on standardised UCB payoffs)", low=1e-6)
     tail: int = param(20, "last joint strategies of each game kept as candidates", low=1)
-    gp_maxiter: int = param(100, "L-BFGS iterations of the GP hyperparameter fit", low=1)
+    gp_maxiter: int = param(50, "L-BFGS iterations of the GP hyperparameter fit", low=1)
 
 
 @register_algorithm(task=TASK, name="gameopt-hedge", role="reference")

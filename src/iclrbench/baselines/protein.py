@@ -27,7 +27,7 @@ from iclrbench.envs.protein import ENUMERABLE_LIMIT, N_LETTERS, ProteinConfig
 @dataclasses.dataclass(frozen=True)
 class UcbParams:
     beta: float = param(2.0, "UCB exploration weight: mu + beta sigma", low=0.0)
-    gp_maxiter: int = param(100, "L-BFGS iterations of the GP hyperparameter fit", low=1)
+    gp_maxiter: int = param(50, "L-BFGS iterations of the GP hyperparameter fit", low=1)
 
 
 class _UcbBaseline(SequenceOptimizer):
