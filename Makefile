@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 demo: setup
-	$(BIN)/bench demo
+	$(BIN)/bench demo -j 2
 
 lint: setup
 	$(BIN)/ruff check src tests
