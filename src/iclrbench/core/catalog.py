@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 BUILTIN_TASKS: dict[str, str] = {
     "contextual-bilateral-trade": "iclrbench.benchmarks.bilateral_trade:BilateralTradeTask",
     "protein-combinatorial-bo": "iclrbench.benchmarks.protein:ProteinTask",
+    "dp-hidden-state-audit": "iclrbench.benchmarks.dp_audit:DpAuditTask",
 }
 
 _tasks: Registry[type[Task]] = Registry("task")
