@@ -1,6 +1,6 @@
 """The papers' claims at the ``small`` budget, from real runs: what the issue notes report.
 
-Slow (about two minutes on 2 cores); runs in CI too. Every run is seeded, so the verdicts are exact
+Slow (several minutes on 2 cores); runs in CI too. Every run is seeded, so the verdicts are exact
 reproductions of ``bench claims TASK`` at ``small`` on this kind of machine.
 """
 
@@ -15,7 +15,9 @@ from iclrbench.leaderboard.store import ResultStore
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", ["contextual-bilateral-trade", "protein-combinatorial-bo"])
+@pytest.mark.parametrize(
+    "task", ["contextual-bilateral-trade", "protein-combinatorial-bo", "dp-hidden-state-audit"]
+)
 def test_claims_reproduce_at_small(task: str, tmp_path: Path) -> None:
     with ResultStore(tmp_path / "r.sqlite") as store:
         verdicts = check_claims(task, "small", store, jobs=2)
