@@ -24,6 +24,7 @@ BUILTIN_TASKS: dict[str, str] = {
     "contextual-bilateral-trade": "iclrbench.benchmarks.bilateral_trade:BilateralTradeTask",
     "protein-combinatorial-bo": "iclrbench.benchmarks.protein:ProteinTask",
     "dp-hidden-state-audit": "iclrbench.benchmarks.dp_audit:DpAuditTask",
+    "symmetric-crystal-generation": "iclrbench.benchmarks.crystals:CrystalTask",
 }
 
 _tasks: Registry[type[Task]] = Registry("task")

@@ -1,0 +1,187 @@
+"""SymmCD (Levy et al., "SymmCD: symmetry-preserving crystal generation with diffusion models", ICLR 2025)
+at small scale, and its Wyckoff-template ablation.
+
+SymmCD generates the asymmetric unit -- per site a species, a site-symmetry token and free fractional
+coordinates -- plus the lattice, conditioned on the space group (Sec. 3). The site symmetry (e.g. "m..",
+"-43m") is the interpretable, cross-group representation of the symmetry transformations (Sec. 3.2).
+Here: the space group and the number of asymmetric sites are drawn from the training set's empirical
+distribution; a :class:`~iclrbench.models.set_diffusion.SetDiffusion` (discrete diffusion for species and
+site symmetries, wrapped-normal score matching for coordinates, DDPM for the lattice) denoises the rest;
+each site is projected to the nearest Wyckoff position of the group with its site symmetry and replicated
+with the group's operations; the lattice is projected onto the crystal system.
+
+Protocol of the task (``CrystalGenerator``): ``fit(train)`` with pymatgen Structures, ``sample(n)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from iclrbench.core.algorithm import Algorithm, register_algorithm
+from iclrbench.core.config import param
+from iclrbench.envs.crystals import AsymmetricUnit, CrystalConfig, Site, asymmetric_unit, build_structure
+
+if TYPE_CHECKING:
+    from pymatgen.core import Structure
+
+TASK = "symmetric-crystal-generation"
+
+
+class CrystalGenerator(Algorithm):
+    """Base of this task's generators: ``fit(train)`` then ``sample(n) -> list[Structure | None]``."""
+
+    config: CrystalConfig
+
+    def fit(self, train: list[Structure]) -> None:
+        """Learn from the training crystals; the default learns nothing."""
+
+    def sample(self, n: int) -> list[Structure | None]:
+        raise TypeError(f"{type(self).__name__} must implement sample()")
+
+
+def encode_lattice(params: np.ndarray) -> np.ndarray:
+    """(a, b, c, alpha, beta, gamma) -> (log a, log b, log c, (angles - 90) / 30)."""
+    params = np.atleast_2d(params)
+    return np.concatenate([np.log(params[:, :3]), (params[:, 3:] - 90.0) / 30.0], axis=1)
+
+
+def decode_lattice(features: np.ndarray) -> np.ndarray:
+    features = np.atleast_2d(features)
+    angles = np.clip(90.0 + 30.0 * features[:, 3:], 30.0, 150.0)
+    return np.concatenate([np.exp(np.clip(features[:, :3], 0.0, np.log(40.0))), angles], axis=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class SymmCDParams:
+    max_sites: int = param(12, "asymmetric sites per crystal (larger units are skipped in training)", low=1)
+    learning_rate: float = param(1e-3, "Adam learning rate", low=1e-6)
+    batch_size: int = param(64, "crystals per optimisation step", low=1)
+
+
+@register_algorithm(task=TASK, name="symmcd", role="reference")
+class SymmCD(CrystalGenerator):
+    """SymmCD at small scale: diffusion over the asymmetric unit with site-symmetry tokens (Sec. 3)."""
+
+    Params = SymmCDParams
+
+    def fit(self, train: list[Structure]) -> None:
+        from iclrbench.models.set_diffusion import SetDiffusion
+
+        units = [
+            u
+            for u in (asymmetric_unit(s) for s in train)
+            if u is not None and len(u.sites) <= self.params.max_sites
+        ]
+        if not units:
+            raise ValueError("no training crystal has a usable asymmetric unit")
+        self.species = sorted({s.species for u in units for s in u.sites})
+        self.symmetries = sorted({s.site_symmetry for u in units for s in u.sites})
+        self.sizes = Counter((u.spacegroup, len(u.sites)) for u in units)
+        k = max(len(u.sites) for u in units)
+        n = len(units)
+        tokens = [np.zeros((n, k), dtype=np.int64), np.zeros((n, k), dtype=np.int64)]
+        coords, mask = np.zeros((n, k, 3)), np.zeros((n, k), dtype=bool)
+        for i, u in enumerate(units):
+            for j, site in enumerate(u.sites):
+                tokens[0][i, j] = self.species.index(site.species)
+                tokens[1][i, j] = self.symmetries.index(site.site_symmetry)
+                coords[i, j], mask[i, j] = site.position, True
+        lattice = encode_lattice(np.stack([u.lattice for u in units]))
+        self.lattice_mean, self.lattice_std = lattice.mean(0), lattice.std(0) + 1e-3
+        labels = np.array([u.spacegroup for u in units])
+        self.model = SetDiffusion(
+            [len(self.species), len(self.symmetries)],
+            231,
+            int(self.rng.integers(2**31)),
+            steps=self.config.diffusion_steps,
+        )
+        self.losses = self.model.fit(
+            tokens,
+            coords,
+            (lattice - self.lattice_mean) / self.lattice_std,
+            labels,
+            mask,
+            self.config.train_steps,
+            self.params.batch_size,
+            self.params.learning_rate,
+        )
+
+    def sample(self, n: int) -> list[Structure | None]:
+        keys = list(self.sizes)
+        weights = np.array([self.sizes[key] for key in keys], dtype=float)
+        picks = [keys[i] for i in self.rng.choice(len(keys), size=n, p=weights / weights.sum())]
+        k = max(size for _, size in picks)
+        labels = np.array([g for g, _ in picks])
+        mask = np.arange(k)[None, :] < np.array([size for _, size in picks])[:, None]
+        tokens, coords, lattice = self.model.sample(labels, mask)
+        lattice = decode_lattice(lattice * self.lattice_std + self.lattice_mean)
+        out = []
+        for i, (g, size) in enumerate(picks):
+            sites = [
+                Site(self.species[tokens[0][i, j]], "", self.symmetries[tokens[1][i, j]], 0, coords[i, j])
+                for j in range(size)
+            ]
+            out.append(build_structure(AsymmetricUnit(int(g), lattice[i], sites)))
+        return out
+
+
+@register_algorithm(task=TASK, name="wyckoff-template", role="baseline")
+class WyckoffTemplateSampler(CrystalGenerator):
+    """Ablation: a Wyckoff template (group, species on Wyckoff letters) and a lattice from the training set;
+    free coordinates placed at random by pyxtal (no learned coordinates)."""
+
+    def fit(self, train: list[Structure]) -> None:
+        self.units = [u for u in (asymmetric_unit(s) for s in train) if u is not None]
+        if not self.units:
+            raise ValueError("no training crystal has a usable asymmetric unit")
+
+    def sample(self, n: int) -> list[Structure | None]:
+        return [self._one(self.units[int(self.rng.integers(len(self.units)))]) for _ in range(n)]
+
+    def _one(self, unit: AsymmetricUnit) -> Structure | None:
+        import warnings
+
+        from pymatgen.core import Lattice
+        from pyxtal import pyxtal
+        from pyxtal.lattice import Lattice as PyxtalLattice
+
+        by_species: dict[str, list[str]] = {}
+        for site in unit.sites:
+            by_species.setdefault(site.species, []).append(f"{site.multiplicity}{site.letter}")
+        names = list(by_species)
+        counts = [sum(int(s[:-1]) for s in by_species[name]) for name in names]
+        crystal = pyxtal()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                params = Lattice.from_parameters(*unit.lattice)
+                lattice = PyxtalLattice.from_matrix(params.matrix, ltype=crystal_system(unit.spacegroup))
+                crystal.from_random(
+                    3,
+                    unit.spacegroup,
+                    names,
+                    counts,
+                    sites=[by_species[s] for s in names],
+                    lattice=lattice,
+                    seed=int(self.rng.integers(2**31)),
+                )
+                return crystal.to_pymatgen() if crystal.valid else None
+            except Exception:
+                return None
+
+
+def crystal_system(spacegroup: int) -> str:
+    bounds = (
+        (2, "triclinic"),
+        (15, "monoclinic"),
+        (74, "orthorhombic"),
+        (142, "tetragonal"),
+        (167, "trigonal"),
+        (194, "hexagonal"),
+        (230, "cubic"),
+    )
+    return next(name for top, name in bounds if spacegroup <= top)

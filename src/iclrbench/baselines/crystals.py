@@ -1,0 +1,144 @@
+"""Baselines for symmetric-crystal-generation (Levy et al., ICLR 2025, Sec. 5).
+
+- ``diffcsp-p1``: the same joint diffusion over full unit cells -- every atom's species and fractional
+  coordinates, the lattice -- with no symmetry (DiffCSP-like, Jiao et al. 2023, for de novo generation).
+- ``random-cell``: a random lattice (lengths 3-10 A, angles 60-120 degrees) and uniformly random positions,
+  with a training crystal's composition.
+- ``pyxtal-random``: pyxtal's random symmetric crystals: a training composition placed in a space group
+  drawn from the training distribution (pyxtal chooses Wyckoff positions and coordinates).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from iclrbench.algorithms.crystals import TASK, CrystalGenerator, decode_lattice, encode_lattice
+from iclrbench.core.algorithm import register_algorithm
+from iclrbench.core.config import param
+from iclrbench.envs.crystals import checked_lattice, spacegroup_of
+
+if TYPE_CHECKING:
+    from pymatgen.core import Structure
+
+
+@dataclasses.dataclass(frozen=True)
+class DiffCSPParams:
+    max_atoms: int = param(32, "atoms per cell (larger training cells are skipped)", low=1)
+    learning_rate: float = param(1e-3, "Adam learning rate", low=1e-6)
+    batch_size: int = param(64, "crystals per optimisation step", low=1)
+
+
+@register_algorithm(task=TASK, name="diffcsp-p1", role="baseline")
+class DiffCSPUnconstrained(CrystalGenerator):
+    """The same diffusion over full unit cells, without symmetry (DiffCSP-like)."""
+
+    Params = DiffCSPParams
+
+    def fit(self, train: list[Structure]) -> None:
+        from iclrbench.models.set_diffusion import SetDiffusion
+
+        cells = [s for s in train if len(s) <= self.params.max_atoms]
+        self.species = sorted({str(site.specie) for s in cells for site in s})
+        self.sizes = np.array([len(s) for s in cells])
+        k, n = int(self.sizes.max()), len(cells)
+        tokens = np.zeros((n, k), dtype=np.int64)
+        coords, mask = np.zeros((n, k, 3)), np.zeros((n, k), dtype=bool)
+        for i, s in enumerate(cells):
+            for j, site in enumerate(s):
+                tokens[i, j] = self.species.index(str(site.specie))
+                coords[i, j], mask[i, j] = site.frac_coords % 1.0, True
+        lattice = encode_lattice(np.stack([np.array(s.lattice.parameters) for s in cells]))
+        self.lattice_mean, self.lattice_std = lattice.mean(0), lattice.std(0) + 1e-3
+        self.model = SetDiffusion(
+            [len(self.species)], 1, int(self.rng.integers(2**31)), steps=self.config.diffusion_steps
+        )
+        self.losses = self.model.fit(
+            [tokens],
+            coords,
+            (lattice - self.lattice_mean) / self.lattice_std,
+            np.zeros(n, dtype=np.int64),
+            mask,
+            self.config.train_steps,
+            self.params.batch_size,
+            self.params.learning_rate,
+        )
+
+    def sample(self, n: int) -> list[Structure | None]:
+        from pymatgen.core import Structure
+
+        sizes = self.sizes[self.rng.integers(len(self.sizes), size=n)]
+        mask = np.arange(sizes.max())[None, :] < sizes[:, None]
+        tokens, coords, lattice = self.model.sample(np.zeros(n, dtype=np.int64), mask)
+        lattice = decode_lattice(lattice * self.lattice_std + self.lattice_mean)
+        out: list[Structure | None] = []
+        for i, size in enumerate(sizes):
+            cell = checked_lattice(lattice[i])
+            species = [self.species[t] for t in tokens[0][i, :size]]
+            out.append(None if cell is None else Structure(cell, species, coords[i, :size]))
+        return out
+
+
+class _CompositionSampler(CrystalGenerator):
+    def fit(self, train: list[Structure]) -> None:
+        self.compositions = [s.composition for s in train]
+        self.groups = np.array([spacegroup_of(s) for s in train])
+
+    def composition(self) -> tuple[list[str], list[int]]:
+        comp = self.compositions[int(self.rng.integers(len(self.compositions)))]
+        return [str(e) for e in comp.elements], [round(comp[e]) for e in comp.elements]
+
+
+@register_algorithm(task=TASK, name="random-cell", role="baseline")
+class RandomCell(_CompositionSampler):
+    """A random lattice and uniformly random positions for a training composition."""
+
+    def sample(self, n: int) -> list[Structure | None]:
+        from pymatgen.core import Structure
+
+        out: list[Structure | None] = []
+        for _ in range(n):
+            names, counts = self.composition()
+            species = [name for name, c in zip(names, counts, strict=True) for _ in range(c)]
+            lengths, angles = self.rng.uniform(3.0, 10.0, 3), self.rng.uniform(60.0, 120.0, 3)
+            cell = checked_lattice(np.concatenate([lengths, angles]))
+            positions = self.rng.random((len(species), 3))
+            out.append(None if cell is None else Structure(cell, species, positions))
+        return out
+
+
+@register_algorithm(task=TASK, name="pyxtal-random", role="baseline")
+class PyxtalRandom(_CompositionSampler):
+    """pyxtal's random symmetric crystals: a training composition in a training-distributed space group."""
+
+    def sample(self, n: int) -> list[Structure | None]:
+        from pyxtal import pyxtal
+
+        out: list[Structure | None] = []
+        for _ in range(n):
+            names, counts = self.composition()
+            crystal = pyxtal()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    g = int(self.groups[int(self.rng.integers(len(self.groups)))])
+                    crystal.from_random(3, max(g, 1), names, counts, seed=int(self.rng.integers(2**31)))
+                    out.append(crystal.to_pymatgen() if crystal.valid else None)
+                except Exception:
+                    out.append(None)
+        return out
+
+
+@register_algorithm(task=TASK, name="train-replay", role="oracle")
+class TrainReplay(CrystalGenerator):
+    """Oracle of calibration: returns training crystals themselves. Its d_sg is the floor that finite
+    train and test sets allow, the reference against which d_sg <= 0.2 should be read."""
+
+    def fit(self, train: list[Structure]) -> None:
+        self.train = list(train)
+
+    def sample(self, n: int) -> list[Structure | None]:
+        return [self.train[i] for i in self.rng.integers(len(self.train), size=n)]

@@ -1,0 +1,179 @@
+"""The generation metrics of CDVAE (Xie et al. 2022), DiffCSP (Jiao et al. 2023) and SymmCD (Levy et al.
+2025, Sec. 5), computed for a list of generated pymatgen Structures against a test set.
+
+- structural validity: every interatomic distance >= 0.5 A, volume >= 0.1 A^3, lattice lengths <= 40 A;
+- compositional validity: SMACT's charge-neutrality and electronegativity screen;
+- d_sg: Jensen-Shannon distance (base 2) between space-group histograms (spglib at symprec 0.1);
+- d_elem, d_rho: Wasserstein distances of the number of distinct elements and of the density;
+- coverage recall / precision: CrystalNN structural fingerprints (cut-off 0.4) and Magpie composition
+  features standardised on the test set (cut-off 10), as in CDVAE;
+- unique / novel Wyckoff templates (space group + species on Wyckoff letters).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy.spatial.distance import jensenshannon
+from scipy.stats import wasserstein_distance
+
+from iclrbench.envs.crystals import asymmetric_unit, spacegroup_of
+
+if TYPE_CHECKING:
+    from pymatgen.core import Structure
+
+MIN_DISTANCE, MIN_VOLUME, MAX_LENGTH = 0.5, 0.1, 40.0
+#: CrystalNN's Voronoi analysis takes minutes on very large cells: larger samples count as unmatched
+MAX_FINGERPRINT_ATOMS = 80
+MAX_SMACT_ELEMENTS = 4
+STRUCT_CUTOFF, COMP_CUTOFF = 0.4, 10.0
+
+
+def structurally_valid(structures: Sequence[Structure]) -> np.ndarray:
+    """Per structure: min pairwise (periodic) distance >= 0.5 A, volume >= 0.1 A^3, lengths <= 40 A."""
+    out = np.zeros(len(structures), dtype=bool)
+    for i, s in enumerate(structures):
+        if s is None or len(s) == 0:
+            continue
+        lengths = np.array(s.lattice.abc)
+        if s.volume < MIN_VOLUME or lengths.max() > MAX_LENGTH:
+            continue
+        if len(s) == 1:
+            out[i] = lengths.min() >= MIN_DISTANCE
+            continue
+        distances = s.distance_matrix
+        distances[np.diag_indices_from(distances)] = np.inf
+        out[i] = distances.min() >= MIN_DISTANCE
+    return out
+
+
+def compositionally_valid(structures: Sequence[Structure]) -> np.ndarray:
+    """SMACT on the reduced composition. SMACT's search over oxidation states explodes combinatorially
+    beyond a few elements (minutes per composition), so more than MAX_SMACT_ELEMENTS counts as invalid:
+    no reference crystal has more than four elements."""
+    from smact.screening import smact_validity
+
+    out = np.zeros(len(structures), dtype=bool)
+    for i, s in enumerate(structures):
+        if s is None or len(s.composition.elements) > MAX_SMACT_ELEMENTS:
+            continue
+        try:
+            out[i] = bool(smact_validity(s.composition.element_composition.reduced_composition))
+        except Exception:  # an element SMACT has no data for
+            out[i] = False
+    return out
+
+
+def spacegroups(structures: Sequence[Structure], symprec: float = 0.1) -> np.ndarray:
+    """spglib's space group number per structure (0 where the analysis fails)."""
+    return np.array([spacegroup_of(s, symprec) for s in structures], dtype=int)
+
+
+def spacegroup_distance(generated: np.ndarray, reference: np.ndarray) -> float:
+    """Jensen-Shannon distance (base 2, in [0, 1]) between two space-group histograms."""
+    bins = np.arange(0.5, 231.5)
+    p, _ = np.histogram(generated, bins=bins)
+    q, _ = np.histogram(reference, bins=bins)
+    if p.sum() == 0 or q.sum() == 0:
+        return 1.0
+    return float(jensenshannon(p / p.sum(), q / q.sum(), base=2))
+
+
+def _fingerprints(structures: Sequence[Structure]) -> tuple[np.ndarray, np.ndarray]:
+    from matminer.featurizers.composition.composite import ElementProperty
+    from matminer.featurizers.site.fingerprint import CrystalNNFingerprint
+    from matminer.featurizers.structure.sites import SiteStatsFingerprint
+
+    structural = SiteStatsFingerprint(
+        CrystalNNFingerprint.from_preset("ops", distance_cutoffs=None, x_diff_weight=0), stats=("mean",)
+    )
+    composition = ElementProperty.from_preset("magpie")
+    s_fp, c_fp = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for s in structures:
+            try:
+                s_fp.append(structural.featurize(s))
+                c_fp.append(composition.featurize(s.composition.element_composition))
+            except Exception:
+                s_fp.append([np.nan] * len(structural.feature_labels()))
+                c_fp.append([np.nan] * len(composition.feature_labels()))
+    return np.array(s_fp, dtype=float), np.array(c_fp, dtype=float)
+
+
+def coverage(
+    generated: Sequence[Structure],
+    reference: Sequence[Structure],
+    reference_fps: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[float, float]:
+    """(recall, precision) of CDVAE's coverage: a pair matches when both fingerprint distances are within
+    their cut-offs; recall counts matched references, precision matched generated crystals."""
+    if not generated:
+        return 0.0, 0.0
+    g_s, g_c = _fingerprints(generated)
+    r_s, r_c = reference_fps if reference_fps is not None else _fingerprints(reference)
+    mean, std = np.nanmean(r_c, axis=0), np.nanstd(r_c, axis=0) + 1e-8
+    g_c, r_c = (g_c - mean) / std, (r_c - mean) / std
+    d_struct = np.linalg.norm(g_s[:, None, :] - r_s[None, :, :], axis=-1)
+    d_comp = np.linalg.norm(g_c[:, None, :] - r_c[None, :, :], axis=-1)
+    match = np.nan_to_num((d_struct <= STRUCT_CUTOFF) & (d_comp <= COMP_CUTOFF), nan=False)
+    return float(match.any(axis=0).mean()), float(match.any(axis=1).mean())
+
+
+def templates(structures: Sequence[Structure]) -> list[Any]:
+    out = []
+    for s in structures:
+        unit = asymmetric_unit(s) if s is not None else None
+        out.append(unit.template() if unit is not None else None)
+    return out
+
+
+def evaluate_samples(
+    generated: Sequence[Structure | None],
+    test: Sequence[Structure],
+    train_templates: set[Any],
+    *,
+    coverage_samples: int,
+    rng: np.random.Generator,
+    reference_cache: dict[str, Any] | None = None,
+) -> dict[str, float]:
+    """The whole suite. Distribution distances and coverage use the structurally valid samples."""
+    cache = reference_cache if reference_cache is not None else {}
+    n = len(generated)
+    built = [s for s in generated if s is not None]
+    valid_struct = structurally_valid(built)
+    valid_comp = compositionally_valid(built)
+    valid = [s for s, ok in zip(built, valid_struct, strict=True) if ok]
+    if "sg" not in cache:
+        cache["sg"] = spacegroups(test)
+        cache["n_elem"] = np.array([len(s.composition.elements) for s in test])
+        cache["density"] = np.array([s.density for s in test])
+    sg = spacegroups(valid)
+    metrics: dict[str, float] = {
+        "structural_validity": float(valid_struct.sum() / n),
+        "compositional_validity": float(valid_comp.sum() / n),
+        "d_sg": spacegroup_distance(sg, cache["sg"]),
+        "nontrivial_sg_fraction": float((sg > 1).mean()) if len(sg) else 0.0,
+    }
+    if valid:
+        metrics["d_elem"] = float(
+            wasserstein_distance([len(s.composition.elements) for s in valid], cache["n_elem"])
+        )
+        metrics["d_rho"] = float(wasserstein_distance([s.density for s in valid], cache["density"]))
+        picked = [valid[i] for i in rng.permutation(len(valid))[:coverage_samples]]
+        reference = [s for s in test if len(s) <= MAX_FINGERPRINT_ATOMS]
+        if "fps" not in cache:
+            cache["fps"] = _fingerprints(reference)
+        small = [s for s in picked if len(s) <= MAX_FINGERPRINT_ATOMS]
+        recall, precision = coverage(small, reference, cache["fps"])
+        precision *= len(small) / max(len(picked), 1)  # the oversized ones match nothing
+        metrics["coverage_recall"], metrics["coverage_precision"] = recall, precision
+        found = [t for t in templates(picked) if t is not None]
+        metrics["unique_templates"] = len(set(found)) / max(len(found), 1)
+        metrics["novel_templates"] = sum(t not in train_templates for t in set(found)) / max(
+            len(set(found)), 1
+        )
+    return metrics

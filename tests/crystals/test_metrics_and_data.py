@@ -1,0 +1,108 @@
+"""Crystal data, the asymmetric-unit round trip, and the metric suite's known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from iclrbench.benchmarks import crystal_metrics as cm
+from iclrbench.envs.crystals import (
+    AsymmetricUnit,
+    Site,
+    asymmetric_unit,
+    build_structure,
+    checked_lattice,
+    generate_crystal,
+    project_lattice,
+    shipped_structures,
+    spacegroup_of,
+)
+
+
+@pytest.fixture(scope="module")
+def shipped():  # type: ignore[no-untyped-def]
+    return shipped_structures()
+
+
+def test_known_good_structures_score_valid(shipped) -> None:  # type: ignore[no-untyped-def]
+    assert cm.structurally_valid(shipped).all()
+    by_formula = {s.composition.reduced_formula: s for s in shipped}
+    for formula in ("Li2O", "TiO2", "CsCl", "SrTiO3"):
+        assert cm.compositionally_valid([by_formula[formula]])[0], formula
+
+
+def test_overlapping_atoms_are_invalid(shipped) -> None:  # type: ignore[no-untyped-def]
+    s = shipped[0].copy()
+    s.append(s[0].species_string, s[0].frac_coords + 0.01)
+    assert not cm.structurally_valid([s])[0]
+
+
+def test_implausible_composition_is_invalid() -> None:
+    from pymatgen.core import Lattice, Structure
+
+    s = Structure(Lattice.cubic(5.0), ["Na", "Na"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+    s2 = Structure(Lattice.cubic(5.0), ["Na", "K"], [[0, 0, 0], [0.5, 0.5, 0.5]])
+    assert cm.compositionally_valid([s])[0]  # an element alone is fine
+    assert not cm.compositionally_valid([s2])[0]  # two cations, no anion: not charge balanced
+
+
+def test_spacegroup_distance_known_answers() -> None:
+    a = np.array([225, 225, 62, 1])
+    assert cm.spacegroup_distance(a, a) == 0.0
+    assert cm.spacegroup_distance(np.array([1, 1]), np.array([225])) == pytest.approx(1.0)
+
+
+@settings(max_examples=30)
+@given(
+    st.lists(st.integers(1, 230), min_size=1, max_size=40),
+    st.lists(st.integers(1, 230), min_size=1, max_size=40),
+)
+def test_spacegroup_distance_is_a_symmetric_distance_in_unit_interval(a: list[int], b: list[int]) -> None:
+    d = cm.spacegroup_distance(np.array(a), np.array(b))
+    assert 0.0 <= d <= 1.0 + 1e-12
+    assert d == pytest.approx(cm.spacegroup_distance(np.array(b), np.array(a)))
+
+
+def test_generated_crystals_are_symmetric_valid_and_round_trip() -> None:
+    rng = np.random.default_rng(3)
+    made = [c for c in (generate_crystal(rng) for _ in range(12)) if c is not None]
+    assert len(made) >= 6
+    assert cm.structurally_valid(made).all() and cm.compositionally_valid(made).all()
+    for crystal in made:
+        unit = asymmetric_unit(crystal)
+        assert unit is not None
+        rebuilt = build_structure(unit)
+        assert rebuilt is not None and len(rebuilt) == len(crystal)
+        assert spacegroup_of(rebuilt) == spacegroup_of(crystal) == unit.spacegroup
+
+
+def test_a_site_is_replicated_by_the_group() -> None:
+    unit = AsymmetricUnit(
+        225,
+        np.array([5.6, 5.6, 5.6, 90, 90, 90]),
+        [
+            Site("Na", "", "m-3m", 0, np.array([0.01, 0.0, 0.02])),
+            Site("Cl", "", "m-3m", 0, np.array([0.49, 0.5, 0.5])),
+        ],
+    )
+    s = build_structure(unit)
+    assert s is not None and len(s) == 8 and spacegroup_of(s) == 225
+
+
+@pytest.mark.parametrize(
+    ("group", "check"),
+    [
+        (225, lambda p: p[0] == p[1] == p[2] and all(p[3:] == 90)),
+        (194, lambda p: p[0] == p[1] and p[5] == 120),
+        (62, lambda p: all(p[3:] == 90)),
+    ],
+)
+def test_lattice_projection_imposes_the_crystal_system(group: int, check) -> None:  # type: ignore[no-untyped-def]
+    assert check(project_lattice(np.array([4.0, 5.0, 6.0, 80.0, 95.0, 100.0]), group))
+
+
+def test_degenerate_lattices_are_refused() -> None:
+    assert checked_lattice(np.array([5.0, 5.0, 5.0, 150.0, 150.0, 150.0])) is None
+    assert checked_lattice(np.array([5.0, 5.0, 5.0, 90.0, 90.0, 90.0])) is not None
