@@ -14,15 +14,7 @@ from iclrbench.benchmarks.dp_audit import noise_multiplier
 from iclrbench.core import config as cfg
 from iclrbench.envs.dp_audit import DpAuditConfig, DpSgdGame
 
-
-@pytest.fixture(autouse=True)
-def one_thread():  # type: ignore[no-untyped-def]
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def test_ours_2x1000_runs_250_steps(benchmark) -> None:  # type: ignore[no-untyped-def]

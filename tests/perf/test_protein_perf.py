@@ -21,14 +21,7 @@ def primed(cls: type, **overrides: object):  # type: ignore[no-untyped-def]
     return algo
 
 
-@pytest.fixture(autouse=True)
-def one_thread():  # type: ignore[no-untyped-def]
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def test_gameopt_round_ehrlich_l32(benchmark) -> None:  # type: ignore[no-untyped-def]

@@ -16,16 +16,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from iclrbench.algorithms.crystals import CrystalGenerator
 from iclrbench.benchmarks.crystal_metrics import evaluate_samples, templates
 from iclrbench.core.algorithm import Algorithm
 from iclrbench.core.config import as_dict, stable_hash
 from iclrbench.core.result import RunResult
 from iclrbench.core.seeding import rng_for
-from iclrbench.core.task import Budget, Claim, Metric, Outcome, Paper, RunRequest, Task, Verdict
+from iclrbench.core.task import (
+    Budget,
+    Claim,
+    Metric,
+    Outcome,
+    Paper,
+    RunRequest,
+    Task,
+    Verdict,
+    mean_metric,
+    ok_runs,
+)
 from iclrbench.envs.crystals import DATA_VERSION, CrystalConfig, reference_set
+from iclrbench.models.torch_threads import one_torch_thread
 
 TASK_ID = "symmetric-crystal-generation"
 CLAIM_SEEDS = {"smoke": (0,), "small": (0, 1, 2), "paper": tuple(range(5))}
@@ -72,29 +82,21 @@ def cached_reference_set(config: CrystalConfig, seed: int) -> tuple[list[Any], l
     return train, test
 
 
-def _ok(runs: list[RunResult]) -> list[RunResult]:
-    return [r for r in runs if r.status == "ok"]
-
-
-def _mean(runs: list[RunResult], metric: str) -> float:
-    return float(np.mean([r.metrics.get(metric, np.nan) for r in runs]))
-
-
 def _requests(budget: str) -> list[RunRequest]:
     return [RunRequest(a, {}, CLAIM_SEEDS[budget]) for a in ("symmcd", "diffcsp-p1", "train-replay")]
 
 
 def judge_symmetry(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
     """SymmCD: d_sg <= 0.2 and >= 95% non-trivial groups; the unconstrained model: d_sg >= 0.4."""
-    symm, plain, replay = (_ok(g) for g in groups)
+    symm, plain, replay = (ok_runs(g) for g in groups)
     if not symm or not plain:
         return "inconclusive", {"reason": "a generator has no successful run"}
     measured = {
-        "train_replay_d_sg_floor": round(_mean(replay, "d_sg"), 4) if replay else None,
-        "symmcd_d_sg": round(_mean(symm, "d_sg"), 4),
-        "symmcd_nontrivial_sg_fraction": round(_mean(symm, "nontrivial_sg_fraction"), 4),
-        "diffcsp_p1_d_sg": round(_mean(plain, "d_sg"), 4),
-        "diffcsp_p1_nontrivial_sg_fraction": round(_mean(plain, "nontrivial_sg_fraction"), 4),
+        "train_replay_d_sg_floor": round(mean_metric(replay, "d_sg"), 4) if replay else None,
+        "symmcd_d_sg": round(mean_metric(symm, "d_sg"), 4),
+        "symmcd_nontrivial_sg_fraction": round(mean_metric(symm, "nontrivial_sg_fraction"), 4),
+        "diffcsp_p1_d_sg": round(mean_metric(plain, "d_sg"), 4),
+        "diffcsp_p1_nontrivial_sg_fraction": round(mean_metric(plain, "nontrivial_sg_fraction"), 4),
         "seeds": len(symm),
     }
     ok = (
@@ -107,12 +109,12 @@ def judge_symmetry(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, An
 
 def judge_validity(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
     """Both generators keep structural validity >= 90%."""
-    symm, plain = (_ok(g) for g in groups[:2])
+    symm, plain = (ok_runs(g) for g in groups[:2])
     if not symm or not plain:
         return "inconclusive", {"reason": "a generator has no successful run"}
     measured = {
-        "symmcd_structural_validity": round(_mean(symm, "structural_validity"), 4),
-        "diffcsp_p1_structural_validity": round(_mean(plain, "structural_validity"), 4),
+        "symmcd_structural_validity": round(mean_metric(symm, "structural_validity"), 4),
+        "diffcsp_p1_structural_validity": round(mean_metric(plain, "structural_validity"), 4),
     }
     ok = min(measured.values()) >= 0.9
     return ("reproduced" if ok else "not_reproduced"), measured
@@ -201,18 +203,12 @@ class CrystalTask(Task):
     def evaluate(self, algorithm: Algorithm, config: CrystalConfig, seed: int) -> Outcome:
         if not isinstance(algorithm, CrystalGenerator):
             raise TypeError(f"{type(algorithm).__name__} does not implement the CrystalGenerator protocol")
-        import torch
-
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with one_torch_thread():
             train, test = cached_reference_set(config, seed)
             start = time.perf_counter()
             algorithm.fit(train)
             samples = algorithm.sample(config.n_samples)
             seconds = time.perf_counter() - start
-        finally:
-            torch.set_num_threads(threads)
         train_templates = {t for t in templates(train) if t is not None}
         metrics = evaluate_samples(
             samples,

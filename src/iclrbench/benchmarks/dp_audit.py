@@ -27,8 +27,20 @@ from iclrbench.algorithms.dp_audit import AuditAdversary
 from iclrbench.core.algorithm import Algorithm
 from iclrbench.core.result import RunResult
 from iclrbench.core.seeding import rng_for
-from iclrbench.core.task import Budget, Claim, Metric, Outcome, Paper, RunRequest, Task, Verdict
+from iclrbench.core.task import (
+    Budget,
+    Claim,
+    Metric,
+    Outcome,
+    Paper,
+    RunRequest,
+    Task,
+    Verdict,
+    mean_metric,
+    ok_runs,
+)
 from iclrbench.envs.dp_audit import DpAuditConfig, DpSgdGame
+from iclrbench.models.torch_threads import one_torch_thread
 
 TASK_ID = "dp-hidden-state-audit"
 CONFIDENCE_ALPHA = 0.05
@@ -94,14 +106,6 @@ CLAIM_RUNS = {"smoke": 200, "small": 1000, "paper": 5000}
 CLAIM_SEEDS = {"smoke": (0, 1), "small": (0, 1, 2), "paper": tuple(range(5))}
 
 
-def _ok(runs: list[RunResult]) -> list[RunResult]:
-    return [r for r in runs if r.status == "ok"]
-
-
-def _mean(runs: list[RunResult], metric: str) -> float:
-    return float(np.mean([r.metrics[metric] for r in runs]))
-
-
 def _requests_tight(budget: str) -> list[RunRequest]:
     return [
         RunRequest("gc-r", {"k": 1, "epsilon_target": e, "runs": CLAIM_RUNS[budget]}, CLAIM_SEEDS[budget])
@@ -111,18 +115,22 @@ def _requests_tight(budget: str) -> list[RunRequest]:
 
 def judge_tight(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
     """k = 1, GC-R: mean tightness >= 0.7 at each epsilon_upper in {2, 4, 8} (>= 1000 runs per world)."""
-    if any(len(_ok(g)) < 1 for g in groups):
+    if any(len(ok_runs(g)) < 1 for g in groups):
         return "inconclusive", {"reason": "a configuration has no successful audit"}
-    tight = {f"eps_{g[0].config['epsilon_target']:g}": round(_mean(_ok(g), "tightness"), 4) for g in groups}
+    tight = {
+        f"eps_{g[0].config['epsilon_target']:g}": round(mean_metric(ok_runs(g), "tightness"), 4)
+        for g in groups
+    }
     lower = {
-        f"eps_{g[0].config['epsilon_target']:g}": round(_mean(_ok(g), "epsilon_lower"), 3) for g in groups
+        f"eps_{g[0].config['epsilon_target']:g}": round(mean_metric(ok_runs(g), "epsilon_lower"), 3)
+        for g in groups
     }
     runs = groups[0][0].config["runs"]
     measured = {
         "tightness": tight,
         "epsilon_lower": lower,
         "runs_per_world": runs,
-        "audits_per_epsilon": len(_ok(groups[0])),
+        "audits_per_epsilon": len(ok_runs(groups[0])),
     }
     if runs < 1000:
         return "inconclusive", {**measured, "reason": "the claim is stated for >= 1000 runs per world"}
@@ -138,15 +146,15 @@ def _requests_k(budget: str) -> list[RunRequest]:
 
 def judge_k(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
     """k = 25 gives strictly lower tightness than k = 1 (GC-R, epsilon_upper = 4)."""
-    k1, k25 = (_ok(g) for g in groups)
+    k1, k25 = (ok_runs(g) for g in groups)
     if not k1 or not k25:
         return "inconclusive", {"reason": "no successful audit for k = 1 or k = 25"}
-    t1, t25 = _mean(k1, "tightness"), _mean(k25, "tightness")
+    t1, t25 = mean_metric(k1, "tightness"), mean_metric(k25, "tightness")
     measured = {
         "tightness_k1": round(t1, 4),
         "tightness_k25": round(t25, 4),
-        "epsilon_lower_k1": round(_mean(k1, "epsilon_lower"), 3),
-        "epsilon_lower_k25": round(_mean(k25, "epsilon_lower"), 3),
+        "epsilon_lower_k1": round(mean_metric(k1, "epsilon_lower"), 3),
+        "epsilon_lower_k25": round(mean_metric(k25, "epsilon_lower"), 3),
         "epsilon_upper": 4.0,
     }
     return ("reproduced" if t25 < t1 else "not_reproduced"), measured
@@ -159,11 +167,12 @@ def _requests_input(budget: str) -> list[RunRequest]:
 
 def judge_input(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
     """Crafted gradients (GC-R and GC-S) give a higher epsilon lower bound than the input-space canary."""
-    gcr, gcs, inp = (_ok(g) for g in groups)
+    gcr, gcs, inp = (ok_runs(g) for g in groups)
     if not gcr or not gcs or not inp:
         return "inconclusive", {"reason": "an adversary has no successful audit"}
     lower = {
-        name: _mean(runs, "epsilon_lower") for name, runs in (("gc_r", gcr), ("gc_s", gcs), ("input", inp))
+        name: mean_metric(runs, "epsilon_lower")
+        for name, runs in (("gc_r", gcr), ("gc_s", gcs), ("input", inp))
     }
     measured = {f"epsilon_lower_{k}": round(v, 3) for k, v in lower.items()}
     measured["epsilon_upper"] = 4.0
@@ -226,11 +235,7 @@ class DpAuditTask(Task):
     def evaluate(self, algorithm: Algorithm, config: DpAuditConfig, seed: int) -> Outcome:
         if not isinstance(algorithm, AuditAdversary):
             raise TypeError(f"{type(algorithm).__name__} does not implement the AuditAdversary protocol")
-        import torch
-
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # batched small tensors: one thread, and -j workers do not oversubscribe
-        try:
+        with one_torch_thread():
             start = time.perf_counter()
             sigma = noise_multiplier(config)
             game = DpSgdGame(config, rng_for(seed, self.id, "env"), sigma)
@@ -239,8 +244,6 @@ class DpAuditTask(Task):
             final = game.play(canary, members)
             scores = algorithm.score(game, final)
             seconds = time.perf_counter() - start
-        finally:
-            torch.set_num_threads(threads)
         mu_lower, eps_lower = audit_lower_bound(scores[members], scores[~members], config.delta)
         mu_upper = math.sqrt(canary.insertions) / sigma
         eps_upper = gdp_epsilon(mu_upper, config.delta)

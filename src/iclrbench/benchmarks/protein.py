@@ -19,9 +19,22 @@ from iclrbench.algorithms.protein import SequenceOptimizer
 from iclrbench.core.algorithm import Algorithm
 from iclrbench.core.result import RunResult
 from iclrbench.core.seeding import rng_for
-from iclrbench.core.task import Budget, Claim, Curve, Metric, Outcome, Paper, RunRequest, Task, Verdict
+from iclrbench.core.task import (
+    Budget,
+    Claim,
+    Curve,
+    Metric,
+    Outcome,
+    Paper,
+    RunRequest,
+    Task,
+    Verdict,
+    mean_metric,
+    ok_runs,
+)
 from iclrbench.envs.protein import ProteinConfig, SequenceBlackBox
 from iclrbench.leaderboard.stats import probability_of_improvement
+from iclrbench.models.torch_threads import one_torch_thread
 
 TASK_ID = "protein-combinatorial-bo"
 
@@ -29,22 +42,14 @@ CLAIM_SEEDS = {"smoke": (0, 1, 2), "small": (0, 1, 2, 3, 4), "paper": tuple(rang
 EHRLICH_CLAIM = {"landscape": "ehrlich", "length": 32, "motifs": 2, "motif_length": 4, "quantization": 4}
 
 
-def _ok(runs: list[RunResult]) -> list[RunResult]:
-    return [r for r in runs if r.status == "ok"]
-
-
-def _mean(runs: list[RunResult], metric: str) -> float:
-    return float(np.mean([r.metrics[metric] for r in runs]))
-
-
 def judge_matches_exhaustive(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
     """GameOpt's final best >= 95% of exhaustive GP-UCB's, with >= 100x fewer acquisition evaluations."""
-    gameopt, exhaustive = (_ok(g) for g in groups)
+    gameopt, exhaustive = (ok_runs(g) for g in groups)
     if len(gameopt) < 2 or len(exhaustive) < 2:
         return "inconclusive", {"reason": "fewer than 2 successful runs per algorithm"}
-    best_g, best_e = _mean(gameopt, "best_fitness"), _mean(exhaustive, "best_fitness")
-    evals_g = _mean(gameopt, "acquisition_evaluations")
-    evals_e = _mean(exhaustive, "acquisition_evaluations")
+    best_g, best_e = mean_metric(gameopt, "best_fitness"), mean_metric(exhaustive, "best_fitness")
+    evals_g = mean_metric(gameopt, "acquisition_evaluations")
+    evals_e = mean_metric(exhaustive, "acquisition_evaluations")
     ratio_best, ratio_evals = best_g / best_e, evals_e / evals_g
     measured = {
         "gameopt_best_fitness": round(best_g, 4),
@@ -61,11 +66,11 @@ def judge_matches_exhaustive(groups: list[list[RunResult]]) -> tuple[Verdict, di
 
 def judge_beats_random_and_local(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
     """On Ehrlich, GameOpt's mean final best exceeds random search's and local search's (same budget)."""
-    gameopt, random_search, local = (_ok(g) for g in groups)
+    gameopt, random_search, local = (ok_runs(g) for g in groups)
     if min(len(gameopt), len(random_search), len(local)) < 2:
         return "inconclusive", {"reason": "fewer than 2 successful runs per algorithm"}
     best = {
-        name: _mean(runs, "best_fitness")
+        name: mean_metric(runs, "best_fitness")
         for name, runs in (("gameopt", gameopt), ("random", random_search), ("local_search", local))
     }
     measured: dict[str, Any] = {f"{k}_best_fitness": round(v, 4) for k, v in best.items()}
@@ -150,15 +155,8 @@ class ProteinTask(Task):
     def evaluate(self, algorithm: Algorithm, config: ProteinConfig, seed: int) -> Outcome:
         if not isinstance(algorithm, SequenceOptimizer):
             raise TypeError(f"{type(algorithm).__name__} does not implement the SequenceOptimizer protocol")
-        import torch
-
-        # GP fits here are small: one thread is fastest, and parallel runs (-j) then do not oversubscribe
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
+        with one_torch_thread():  # small GP fits
             return self._play(algorithm, config, seed)
-        finally:
-            torch.set_num_threads(threads)
 
     def _play(self, algorithm: SequenceOptimizer, config: ProteinConfig, seed: int) -> Outcome:
         box = SequenceBlackBox(config, rng_for(seed, self.id, "env"))

@@ -102,6 +102,17 @@ class Claim:
     judge: Callable[[list[list[RunResult]]], tuple[Verdict, dict[str, Any]]]
 
 
+def ok_runs(runs: Sequence[RunResult]) -> list[RunResult]:
+    """The successful runs: claim judges never average failures in."""
+    return [r for r in runs if r.status == "ok"]
+
+
+def mean_metric(runs: Sequence[RunResult], metric: str) -> float:
+    """Mean of ``metric`` over ``runs`` (NaN where a run lacks it)."""
+    values = [r.metrics.get(metric, float("nan")) for r in runs]
+    return sum(values) / len(values) if values else float("nan")
+
+
 class Task(abc.ABC):
     """Base class of every task. Subclasses fill in the class attributes and ``evaluate``."""
 
