@@ -45,7 +45,7 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("ICLRBENCH_CACHE") or Path(".iclrbench") / "cache")
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=16)
 def cached_reference_set(config: CrystalConfig, seed: int) -> tuple[list[Any], list[Any]]:
     """(train, test) for the data part of ``config``, from the JSON cache or built and cached."""
     from pymatgen.core import Structure
@@ -80,6 +80,14 @@ def cached_reference_set(config: CrystalConfig, seed: int) -> tuple[list[Any], l
     except OSError:
         pass  # no cache then; the data are rebuilt next time
     return train, test
+
+
+@functools.lru_cache(maxsize=16)
+def _reference_statistics(config: CrystalConfig, seed: int) -> dict[str, Any]:
+    """What the metrics need of the reference set -- training templates, test space groups, densities and
+    CrystalNN fingerprints -- computed once per data set and process: every generator reuses them."""
+    train, _ = cached_reference_set(config, seed)
+    return {"train_templates": {t for t in templates(train) if t is not None}}
 
 
 def _requests(budget: str) -> list[RunRequest]:
@@ -209,13 +217,14 @@ class CrystalTask(Task):
             algorithm.fit(train)
             samples = algorithm.sample(config.n_samples)
             seconds = time.perf_counter() - start
-        train_templates = {t for t in templates(train) if t is not None}
+        reference = _reference_statistics(config, seed)
         metrics = evaluate_samples(
             samples,
             test,
-            train_templates,
+            reference["train_templates"],
             coverage_samples=config.coverage_samples,
             rng=rng_for(seed, self.id, "metrics"),
+            reference_cache=reference,
         )
         metrics["seconds"] = seconds
         return Outcome(
