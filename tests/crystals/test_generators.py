@@ -50,7 +50,9 @@ def test_diffusion_trains_and_samples_deterministically() -> None:
 
 @pytest.mark.parametrize("algorithm", ["train-replay", "random-cell", "wyckoff-template", "symmcd"])
 def test_generators_run_through_the_task(algorithm: str) -> None:
-    spec = runner.plan(TASK, [algorithm], [0], "smoke", {"train_steps": "5", "diffusion_steps": "5"})[0]
+    spec = runner.plan(
+        TASK, [algorithm], [0], "smoke", {"train_steps": "5", "diffusion_steps": "5", "coverage_samples": "5"}
+    )[0]
     result = runner.execute(spec)
     assert result.status == "ok", result.error
     m = result.metrics
@@ -85,3 +87,30 @@ def test_claim_judges_can_say_no() -> None:
     assert judge_symmetry([good, p1, _runs(d_sg=0.05)])[0] == "reproduced"
     assert judge_symmetry([p1, p1, []])[0] == "not_reproduced"
     assert judge_validity([good, _runs(structural_validity=0.5)])[0] == "not_reproduced"
+
+
+def test_reference_data_is_fixed_by_data_seed_and_its_statistics_survive_the_cache(
+    tmp_path, monkeypatch
+) -> None:
+    from iclrbench.benchmarks import crystals
+    from iclrbench.envs.crystals import CrystalConfig
+
+    monkeypatch.setenv("ICLRBENCH_CACHE", str(tmp_path))
+    config = CrystalConfig(n_reference=24, max_atoms=8)
+    crystals.cached_reference_set.cache_clear()
+    crystals.reference_statistics.cache_clear()
+    fresh = crystals.reference_statistics(config)
+    train, test = crystals.cached_reference_set(config)
+    crystals.cached_reference_set.cache_clear()
+    crystals.reference_statistics.cache_clear()
+    cached = crystals.reference_statistics(config)  # now read back from the JSON files
+    assert len(list(tmp_path.glob("crystals-*.json"))) == 2
+    assert cached["train_templates"] == fresh["train_templates"]
+    for key in ("sg", "n_elem", "density", "fps_structural", "fps_composition"):
+        np.testing.assert_allclose(cached[key], fresh[key], equal_nan=True)
+    again = crystals.cached_reference_set(config)
+    assert [s.composition for s in again[1]] == [s.composition for s in test]
+    other = crystals.cached_reference_set(CrystalConfig(n_reference=24, max_atoms=8, data_seed=1))
+    assert [s.composition for s in other[0]] != [s.composition for s in train]
+    crystals.cached_reference_set.cache_clear()
+    crystals.reference_statistics.cache_clear()

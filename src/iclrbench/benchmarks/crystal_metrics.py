@@ -82,7 +82,7 @@ def spacegroup_distance(generated: np.ndarray, reference: np.ndarray) -> float:
     return float(jensenshannon(p / p.sum(), q / q.sum(), base=2))
 
 
-def _fingerprints(structures: Sequence[Structure]) -> tuple[np.ndarray, np.ndarray]:
+def fingerprints(structures: Sequence[Structure]) -> tuple[np.ndarray, np.ndarray]:
     from matminer.featurizers.composition.composite import ElementProperty
     from matminer.featurizers.site.fingerprint import CrystalNNFingerprint
     from matminer.featurizers.structure.sites import SiteStatsFingerprint
@@ -105,16 +105,15 @@ def _fingerprints(structures: Sequence[Structure]) -> tuple[np.ndarray, np.ndarr
 
 
 def coverage(
-    generated: Sequence[Structure],
-    reference: Sequence[Structure],
-    reference_fps: tuple[np.ndarray, np.ndarray] | None = None,
+    generated: Sequence[Structure], reference_fps: tuple[np.ndarray, np.ndarray]
 ) -> tuple[float, float]:
-    """(recall, precision) of CDVAE's coverage: a pair matches when both fingerprint distances are within
-    their cut-offs; recall counts matched references, precision matched generated crystals."""
-    if not generated:
+    """(recall, precision) of CDVAE's coverage against the reference's (structural, composition)
+    fingerprints: a pair matches when both fingerprint distances are within their cut-offs; recall counts
+    matched references, precision matched generated crystals."""
+    if not generated or len(reference_fps[0]) == 0:
         return 0.0, 0.0
-    g_s, g_c = _fingerprints(generated)
-    r_s, r_c = reference_fps if reference_fps is not None else _fingerprints(reference)
+    g_s, g_c = fingerprints(generated)
+    r_s, r_c = reference_fps
     mean, std = np.nanmean(r_c, axis=0), np.nanstd(r_c, axis=0) + 1e-8
     g_c, r_c = (g_c - mean) / std, (r_c - mean) / std
     d_struct = np.linalg.norm(g_s[:, None, :] - r_s[None, :, :], axis=-1)
@@ -131,49 +130,57 @@ def templates(structures: Sequence[Structure]) -> list[Any]:
     return out
 
 
+def reference_statistics(train: Sequence[Structure], test: Sequence[Structure]) -> dict[str, Any]:
+    """What the metrics need of the reference set, as plain arrays: the test set's space groups, numbers
+    of elements, densities and CrystalNN / Magpie fingerprints (of the cells small enough to fingerprint),
+    and the training set's Wyckoff templates. Computed once per data set; every generator reuses them."""
+    reference = [s for s in test if len(s) <= MAX_FINGERPRINT_ATOMS]
+    structural, composition = fingerprints(reference)
+    return {
+        "sg": spacegroups(test),
+        "n_elem": np.array([len(s.composition.elements) for s in test]),
+        "density": np.array([s.density for s in test]),
+        "fps_structural": structural,
+        "fps_composition": composition,
+        "train_templates": {t for t in templates(train) if t is not None},
+    }
+
+
 def evaluate_samples(
     generated: Sequence[Structure | None],
-    test: Sequence[Structure],
-    train_templates: set[Any],
+    reference: dict[str, Any],
     *,
     coverage_samples: int,
     rng: np.random.Generator,
-    reference_cache: dict[str, Any] | None = None,
 ) -> dict[str, float]:
-    """The whole suite. Distribution distances and coverage use the structurally valid samples."""
-    cache = reference_cache if reference_cache is not None else {}
+    """The whole suite against :func:`reference_statistics`. Distribution distances and coverage use the
+    structurally valid samples."""
     n = len(generated)
     built = [s for s in generated if s is not None]
     valid_struct = structurally_valid(built)
     valid_comp = compositionally_valid(built)
     valid = [s for s, ok in zip(built, valid_struct, strict=True) if ok]
-    if "sg" not in cache:
-        cache["sg"] = spacegroups(test)
-        cache["n_elem"] = np.array([len(s.composition.elements) for s in test])
-        cache["density"] = np.array([s.density for s in test])
     sg = spacegroups(valid)
     metrics: dict[str, float] = {
         "structural_validity": float(valid_struct.sum() / n),
         "compositional_validity": float(valid_comp.sum() / n),
-        "d_sg": spacegroup_distance(sg, cache["sg"]),
+        "d_sg": spacegroup_distance(sg, reference["sg"]),
         "nontrivial_sg_fraction": float((sg > 1).mean()) if len(sg) else 0.0,
     }
     if valid:
         metrics["d_elem"] = float(
-            wasserstein_distance([len(s.composition.elements) for s in valid], cache["n_elem"])
+            wasserstein_distance([len(s.composition.elements) for s in valid], reference["n_elem"])
         )
-        metrics["d_rho"] = float(wasserstein_distance([s.density for s in valid], cache["density"]))
+        metrics["d_rho"] = float(wasserstein_distance([s.density for s in valid], reference["density"]))
+    if valid and coverage_samples > 0:  # 0 skips the fingerprint-based metrics (seconds per crystal)
         picked = [valid[i] for i in rng.permutation(len(valid))[:coverage_samples]]
-        reference = [s for s in test if len(s) <= MAX_FINGERPRINT_ATOMS]
-        if "fps" not in cache:
-            cache["fps"] = _fingerprints(reference)
         small = [s for s in picked if len(s) <= MAX_FINGERPRINT_ATOMS]
-        recall, precision = coverage(small, reference, cache["fps"])
+        recall, precision = coverage(small, (reference["fps_structural"], reference["fps_composition"]))
         precision *= len(small) / max(len(picked), 1)  # the oversized ones match nothing
         metrics["coverage_recall"], metrics["coverage_precision"] = recall, precision
         found = [t for t in templates(picked) if t is not None]
         metrics["unique_templates"] = len(set(found)) / max(len(found), 1)
-        metrics["novel_templates"] = sum(t not in train_templates for t in set(found)) / max(
+        metrics["novel_templates"] = sum(t not in reference["train_templates"] for t in set(found)) / max(
             len(set(found)), 1
         )
     return metrics
