@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from typing import Any
 
 from iclrbench import runner
 from iclrbench.core import catalog
@@ -35,13 +36,16 @@ def check_claims(
     jobs: int = 1,
     on_result: Callable[[RunResult, bool], None] | None = None,
     on_plan: Callable[[int], None] | None = None,
+    **execution: Any,
 ) -> list[ClaimResult]:
+    """Run (or reuse) every run the task's claims need at ``budget``, judge each claim, store verdicts.
+    ``execution`` goes to :func:`runner.run_specs` (executor, scheduler, timeout, retries)."""
     task = catalog.get_task(task_id)
     planned = plan_claims(task_id, budget)
     all_specs = list({s.key: s for _, groups in planned for g in groups for s in g}.values())
     if on_plan is not None:
         on_plan(len(all_specs))
-    report = runner.run_specs(all_specs, store, force=force, jobs=jobs, on_result=on_result)
+    report = runner.run_specs(all_specs, store, force=force, jobs=jobs, on_result=on_result, **execution)
     by_key = {r.key: r for r in report.results}
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     verdicts = []

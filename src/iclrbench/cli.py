@@ -219,7 +219,10 @@ def _result_line(r: Any, reused: bool, primary: str) -> str:
     return f"{tag:<7} {r.algorithm:<20} seed={r.seed:<3} {primary}={value:.6g}  ({r.wall_s:.2f} s)"
 
 
-def _sweep(specs: Sequence[Any], args: argparse.Namespace, store: Any, primary: str, label: str) -> Any:
+def _sweep(
+    specs: Sequence[Any], args: argparse.Namespace, store: Any, primary: str | None, label: str
+) -> Any:
+    """Run ``specs`` with a progress bar; ``primary`` None: each run's own task's primary metric."""
     from iclrbench import runner
 
     quiet = args.quiet or args.format == "json"
@@ -228,11 +231,23 @@ def _sweep(specs: Sequence[Any], args: argparse.Namespace, store: Any, primary: 
         if args.format == "json":
             _json_line(_run_record(result, reused))
         elif not args.quiet:
-            (bar[0].console.print if bar else _emit)(_result_line(result, reused, primary))
+            metric = primary or catalog.get_task(result.task).primary_metric.name
+            (bar[0].console.print if bar else _emit)(_result_line(result, reused, metric))
         _advance(bar, result.status != "ok")
 
     with _progress(len(specs), label, enabled=not quiet and sys.stderr.isatty()) as bar:
-        return runner.run_specs(specs, store, force=args.force, jobs=args.jobs, on_result=show)
+        return runner.run_specs(specs, store, force=args.force, on_result=show, **_execution(args))
+
+
+def _execution(args: argparse.Namespace) -> dict[str, Any]:
+    """Where and how runs execute: jobs, executor, scheduler, timeout, retries."""
+    return {
+        "jobs": args.jobs,
+        "executor": args.executor,
+        "scheduler": args.scheduler,
+        "timeout": args.timeout,
+        "retries": args.retries,
+    }
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -329,7 +344,9 @@ def _claims_for(task_ids: Sequence[str], args: argparse.Namespace) -> list[Any]:
                     print(_result_line(result, reused, primary), file=sys.stderr)
                 _advance(bar, result.status != "ok")
 
-            results += check_claims(tid, args.budget, store, force=args.force, jobs=args.jobs, on_result=show)
+            results += check_claims(
+                tid, args.budget, store, force=args.force, on_result=show, **_execution(args)
+            )
     return results
 
 
@@ -357,6 +374,81 @@ def cmd_claims(args: argparse.Namespace) -> int:
             f"[{c.verdict.upper().replace('_', ' ')}] {c.task} / {c.id} ({c.budget})\n  {c.statement}\n  "
             + "\n  ".join(f"{k}: {json.dumps(v)}" for k, v in c.measured.items())
         )
+    return 0
+
+
+# --------------------------------------------------------------------------------------------- sweep
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from iclrbench import sweep
+
+    specs = sweep.plan_sweep(sweep.load_sweep(args.file))
+    total = len(specs)
+    if args.shard:
+        index, count = sweep.parse_shard(args.shard)
+        specs = sweep.shard(specs, index, count)
+    store = _open_store(args.db)
+    if args.dry_run:
+        stored = {s.key: store.get(s.key) for s in specs}
+        status = {k: (r.status if r is not None else "todo") for k, r in stored.items()}
+        if args.format == "json":
+            for s in specs:
+                record = {"task": s.task, "algorithm": s.algorithm, "seed": s.seed, "budget": s.budget}
+                _json_line({**record, "config": s.config, "params": s.params, "stored": status[s.key]})
+        else:
+            for s in specs:
+                _emit(
+                    f"{status[s.key]:<7} {s.task:<30} {s.algorithm:<20} seed={s.seed:<3} "
+                    f"config={s.config_hash}"
+                )
+        done = sum(v == "ok" for v in status.values())
+        print(
+            f"{len(specs)} runs{f' (shard {args.shard} of {total})' if args.shard else ''}: {done} already "
+            f"stored in {store.path}, {len(specs) - done} to run",
+            file=sys.stderr,
+        )
+        return 0
+    report = _sweep(specs, args, store, None, f"sweep {Path(args.file).name}")
+    if args.format != "json" and not args.quiet:
+        _emit(
+            f"{len(report.results)} runs: {report.ran} ran, {report.reused} reused from {store.path}, "
+            f"{report.failed} failed"
+        )
+    return 1 if report.failed else 0
+
+
+# ------------------------------------------------------------------------------------- show / export
+def cmd_show(args: argparse.Namespace) -> int:
+    from iclrbench.leaderboard.store import ResultStore
+    from iclrbench.results import describe_run
+
+    try:
+        run_id = int(args.run_id)
+    except ValueError:
+        raise UserError(
+            f"run id '{args.run_id}': expected an integer (see --format json of bench run)"
+        ) from None
+    run = ResultStore(args.db, create=False).by_id(run_id)
+    if run is None:
+        raise UserError(f"no run with id {run_id} in {args.db or 'the results file'}")
+    _emit(json.dumps(run.to_json(), indent=2, default=str) if args.format == "json" else describe_run(run))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from iclrbench.leaderboard.aggregate import newest_versions
+    from iclrbench.leaderboard.store import ResultStore
+    from iclrbench.results import export
+
+    if args.task:
+        catalog.get_task(args.task)
+    runs = ResultStore(args.db, create=False).runs(args.task, status=args.status)
+    if not args.all_versions:
+        runs = newest_versions(runs)
+    text = export(runs, args.format, args.output)
+    if text is not None:
+        _emit(text)
+    else:
+        print(f"wrote {len(runs)} runs to {args.output}", file=sys.stderr)
     return 0
 
 
@@ -401,11 +493,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
 
-        report = runner.run_specs(plans, store, force=args.force, jobs=args.jobs, on_result=show)
+        report = runner.run_specs(plans, store, force=args.force, on_result=show, **_execution(args))
         failed += report.failed
         claims = []
         for tid in catalog.task_ids():
-            claims += check_claims(tid, args.budget, store, jobs=args.jobs, on_result=show)
+            claims += check_claims(tid, args.budget, store, on_result=show, **_execution(args))
     for c in claims:
         print(f"claim {c.task}/{c.id}: {c.verdict}", file=sys.stderr)
     target = write_leaderboard_html(store, args.html)
@@ -430,12 +522,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(func=cmd_info)
 
-    def sweep_opts(p: argparse.ArgumentParser, default_budget: str) -> None:
-        p.add_argument("--budget", choices=BUDGETS, default=default_budget)
+    def exec_opts(p: argparse.ArgumentParser) -> None:
         p.add_argument("--force", action="store_true", help="redo runs that are already stored")
-        p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes (default 1: serial)")
+        p.add_argument("-j", "--jobs", type=int, default=1, help="workers (default 1: serial)")
+        p.add_argument(
+            "--executor",
+            choices=("serial", "process", "dask"),
+            help="where runs execute (default: serial for -j 1, a process pool for more)",
+        )
+        p.add_argument(
+            "--scheduler", metavar="ADDRESS", help="a running dask scheduler, e.g. tcp://HOST:8786"
+        )
+        p.add_argument(
+            "--timeout", type=float, metavar="SECONDS", help="a run longer than this is stopped and failed"
+        )
+        p.add_argument("--retries", type=int, default=0, help="retry a failed run up to N times")
         p.add_argument("--quiet", action="store_true", help="print nothing but errors and results")
         db_opt(p)
+
+    def sweep_opts(p: argparse.ArgumentParser, default_budget: str) -> None:
+        p.add_argument("--budget", choices=BUDGETS, default=default_budget)
+        exec_opts(p)
 
     p = sub.add_parser("run", help="run algorithms of a task over seeds; results go to the store")
     p.add_argument("task")
@@ -452,6 +559,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "json"), default="table")
     sweep_opts(p, "small")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("sweep", help="run a grid from a YAML file (tasks x algorithms x config x seeds)")
+    p.add_argument("file", help="sweep file; see iclrbench.sweep for the format")
+    p.add_argument("--dry-run", action="store_true", help="list the runs and how many are stored; run none")
+    p.add_argument("--shard", metavar="I/N", help="run only slice I of N (0-based), e.g. for job arrays")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    exec_opts(p)
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("show", help="every field of one stored run")
+    p.add_argument("run_id")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    db_opt(p)
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("export", help="stored runs as CSV, Parquet or JSON, one column per metric")
+    p.add_argument("--task")
+    p.add_argument("--format", choices=("csv", "parquet", "json"), default="csv")
+    p.add_argument("--output", "-o", metavar="PATH", help="file to write (default stdout; parquet needs it)")
+    p.add_argument("--status", choices=("ok", "failed"), help="only runs with this status")
+    p.add_argument("--all-versions", action="store_true", help="include runs of older task versions")
+    db_opt(p)
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("leaderboard", help="aggregate stored runs: mean, 95%% CI, IQM, rank")
     p.add_argument("--task")

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
+import multiprocessing
+import os
 import re
 import resource
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 from iclrbench.core import catalog
@@ -26,6 +28,7 @@ from iclrbench.core.errors import UserError
 from iclrbench.core.registry import did_you_mean
 from iclrbench.core.result import RunResult, provenance
 from iclrbench.core.seeding import rng_for
+from iclrbench.executors import ChunkFailure, Executor, make_executor
 from iclrbench.leaderboard.store import ResultStore
 
 MAX_SEEDS = 10_000
@@ -261,6 +264,58 @@ def batches(specs: Sequence[RunSpec], jobs: int = 1) -> list[list[RunSpec]]:
     return out
 
 
+def execute_chunk(specs: Sequence[RunSpec], timeout: float | None = None) -> list[RunResult]:
+    """The worker entry point of every executor: :func:`execute_batch`, here, or -- with a ``timeout``
+    in seconds per run -- in a forked child that is killed when it overruns, so that a run stuck in C
+    code is stopped too. An overrunning batch is retried seed by seed to pin the slow run."""
+    if timeout is None:
+        return execute_batch(specs)
+    results = _in_child(specs, timeout * len(specs))
+    if results is not None:
+        return results
+    if len(specs) > 1:
+        return [r for s in specs for r in execute_chunk([s], timeout)]
+    return [failed_result(specs[0], f"TimeoutError: exceeded --timeout {timeout:g} s", wall=timeout)]
+
+
+def _child(conn: Any, specs: Sequence[RunSpec]) -> None:
+    try:
+        conn.send(execute_batch(specs))
+    finally:
+        conn.close()
+        os._exit(0)  # skip the parent's atexit handlers (a pool's, dask's) in this forked copy
+
+
+def _in_child(specs: Sequence[RunSpec], limit: float) -> list[RunResult] | None:
+    """Results of a forked child, None if it ran past ``limit`` seconds (then it is killed). Our own
+    child's results come back through a pipe (pickle between our processes, never from a file)."""
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(send, specs), daemon=False)
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(limit):
+            return None
+        return receive.recv()  # type: ignore[no-any-return]
+    except EOFError:  # died without an answer: segfault, out of memory, killed
+        child.join()
+        return [failed_result(s, f"WorkerDied: exit code {child.exitcode}") for s in specs]
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        receive.close()
+
+
+def failed_result(spec: RunSpec, error: str, wall: float = 0.0) -> RunResult:
+    """A failed run recorded without its evaluation having returned (timeout, dead worker)."""
+    result = _blank_result(spec)
+    result.status, result.error = "failed", error
+    _stamp([result], wall, 0.0)
+    return result
+
+
 @dataclasses.dataclass
 class SweepReport:
     results: list[RunResult]
@@ -275,13 +330,25 @@ def run_specs(
     *,
     force: bool = False,
     jobs: int = 1,
+    executor: str | Executor | None = None,
+    scheduler: str | None = None,
+    timeout: float | None = None,
+    retries: int = 0,
     on_result: Callable[[RunResult, bool], None] | None = None,
 ) -> SweepReport:
     """Reuse stored ``ok`` runs (unless ``force``), run the others, store each as it finishes.
 
-    ``on_result(result, reused)`` is called once per spec, in completion order (progress bars, printing).
+    ``executor`` is a name (``serial`` / ``process`` / ``dask``; by default serial for one job, a
+    process pool for more) or an :class:`~iclrbench.executors.Executor` the caller manages. A failed
+    run -- an exception, a ``timeout`` overrun, a dead worker -- is stored with its error at once and
+    retried up to ``retries`` more times; a later success replaces it. ``on_result(result, reused)`` is
+    called once per spec with its final result, in completion order (progress bars, printing).
     A KeyboardInterrupt stops the sweep; every run stored before it stays stored.
     """
+    if timeout is not None and timeout <= 0:
+        raise UserError("--timeout must be a positive number of seconds")
+    if retries < 0:
+        raise UserError("--retries must be 0 or more")
     report = SweepReport(results=[])
     todo: list[RunSpec] = []
     for spec in specs:
@@ -293,32 +360,39 @@ def run_specs(
                 on_result(stored, True)
         else:
             todo.append(spec)
-
-    def finish(result: RunResult) -> None:
-        store.put(result)
-        report.results.append(result)
-        report.ran += 1
-        report.failed += result.status != "ok"
-        if on_result:
-            on_result(result, False)
-
-    chunks = batches(todo, jobs)
-    if jobs <= 1 or len(chunks) <= 1:
-        for chunk in chunks:
-            for result in execute_batch(chunk):
-                finish(result)
+    if not todo:
         return report
-    pool = ProcessPoolExecutor(max_workers=jobs)
-    pending: set[Future[list[RunResult]]] = {pool.submit(execute_batch, c) for c in chunks}
+    chunks = batches(todo, jobs)
+    if executor is None and scheduler is None and len(chunks) <= 1 and retries == 0:
+        executor = "serial"  # one chunk: a pool would only add its start-up
+    owned = not isinstance(executor, Executor)
+    pool = make_executor(executor, jobs, scheduler) if owned else executor  # type: ignore[arg-type]
+    work = functools.partial(execute_chunk, timeout=timeout)
     try:
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                for result in fut.result():
-                    finish(result)
-    except BaseException:
-        # Ctrl-C (or a store error): stop handing out work; everything finished is already stored.
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+        for attempt in range(1, retries + 2):
+            again: list[list[RunSpec]] = []
+            for chunk, outcome in pool.map(work, chunks):
+                results = (
+                    [failed_result(s, f"ExecutorError: {outcome.error}") for s in chunk]
+                    if isinstance(outcome, ChunkFailure)
+                    else outcome
+                )
+                for spec, result in zip(chunk, results, strict=True):
+                    result.provenance["attempt"] = attempt
+                    result.provenance["executor"] = pool.name
+                    store.put(result)
+                    if result.status != "ok" and attempt <= retries:
+                        again.append([spec])
+                        continue
+                    report.results.append(result)
+                    report.ran += 1
+                    report.failed += result.status != "ok"
+                    if on_result:
+                        on_result(result, False)
+            if not again:
+                break
+            chunks = again
+    finally:
+        if owned:
+            pool.close()
     return report

@@ -98,7 +98,8 @@ def _summarise_curves(runs: Sequence[RunResult]) -> dict[str, CurveSummary]:
     return out
 
 
-def _newest(results: Sequence[RunResult]) -> list[RunResult]:
+def newest_versions(results: Sequence[RunResult]) -> list[RunResult]:
+    """Only the runs of each task's newest stored version."""
     newest: dict[str, int] = {}
     for r in results:
         newest[r.task] = max(newest.get(r.task, r.task_version), r.task_version)
@@ -108,7 +109,7 @@ def _newest(results: Sequence[RunResult]) -> list[RunResult]:
 def aggregate(results: Sequence[RunResult], *, all_versions: bool = False) -> list[Table]:
     """Group, summarise and rank. Failed runs are counted per row, never averaged in."""
     if not all_versions:
-        results = _newest(results)
+        results = newest_versions(results)
     groups: dict[tuple[str, int, str], list[RunResult]] = defaultdict(list)
     for r in results:
         groups[(r.task, r.task_version, r.config_hash)].append(r)
