@@ -1,13 +1,20 @@
-"""Shared fixtures: a throwaway results database and the ``bench`` CLI called in-process."""
+"""Shared fixtures: a throwaway results database, the ``bench`` CLI called in-process, and a third-party
+plugin (tests/plugin: a dist-info with real entry points) installed for one test."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from iclrbench.cli import main
+from iclrbench.core import catalog
+
+PLUGIN_DIR = Path(__file__).parent / "plugin"
+PLUGIN_MODULE = "iclrbench_testplugin"
 
 TASK = "contextual-bilateral-trade"
 
@@ -29,3 +36,32 @@ def bench(capsys: pytest.CaptureFixture[str]) -> BenchRunner:
         return code, out, err
 
     return run
+
+
+def plugin_env(**extra: str) -> dict[str, str]:
+    """The environment of a subprocess that sees the test plugin (PYTHONPATH) and no terminal."""
+    path = os.pathsep.join(p for p in (str(PLUGIN_DIR), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+@pytest.fixture
+def plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The ``noop`` task and its algorithms, found through the entry points as a pip-installed plugin
+    would be; gone again after the test (registries restored, module unloaded)."""
+    catalog.task_ids()  # the built-in state, loaded before the plugin is on the path
+    monkeypatch.syspath_prepend(str(PLUGIN_DIR))
+    monkeypatch.setenv("PYTHONPATH", plugin_env()["PYTHONPATH"])  # spawned workers (dask) too
+    saved_tasks = dict(catalog._tasks._items)
+    saved_algorithms = {k: dict(v._items) for k, v in catalog._algorithms.items()}
+    sys.modules.pop(PLUGIN_MODULE, None)
+    catalog.refresh()
+    yield PLUGIN_DIR
+    sys.modules.pop(PLUGIN_MODULE, None)
+    catalog._tasks._items.clear()
+    catalog._tasks._items.update(saved_tasks)
+    for name in list(catalog._algorithms):
+        if name not in saved_algorithms:
+            del catalog._algorithms[name]
+        else:
+            catalog._algorithms[name]._items.clear()
+            catalog._algorithms[name]._items.update(saved_algorithms[name])

@@ -63,6 +63,13 @@ def _ensure_algorithms(task_cls: type[Task]) -> None:
             ep.load()  # a module import or a class whose decorator registers it
 
 
+def refresh() -> None:
+    """Scan the entry points again, e.g. after installing a plugin into a running notebook."""
+    _state["tasks_loaded"] = False
+    _state["plugins_loaded"] = False
+    _ensure_tasks()
+
+
 def add_algorithm(cls: type[Algorithm]) -> None:
     _algorithms.setdefault(cls.task, Registry(f"algorithm of {cls.task}")).add(cls.name, cls)
 

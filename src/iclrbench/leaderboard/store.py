@@ -112,24 +112,40 @@ class ResultStore:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
             raise UserError(f"--db {path}: not a readable results database ({exc})") from None
-        if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables):
+        if app_id == 0 and not tables:
+            app_id, tables = self._initialise(conn)
+        if app_id != APPLICATION_ID:
             conn.close()
             raise UserError(
                 f"--db {path}: an SQLite file that is not an iclrbench results database; untouched"
             )
-        if app_id == 0:
-            try:
-                conn.execute("PRAGMA journal_mode = WAL")
-                conn.executescript(_SCHEMA)
+        conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    def _initialise(self, conn: sqlite3.Connection) -> tuple[int, set[str]]:
+        """Create the schema in one transaction, so that a second process opening the file at the same
+        moment sees either nothing or the whole schema with our application id -- never half of it."""
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("BEGIN IMMEDIATE")
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if app_id == 0 and not tables:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
                 conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
                 conn.execute(
                     "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                 )
-            except sqlite3.OperationalError as exc:
-                conn.close()
-                raise UserError(f"--db {path}: cannot initialise the results file ({exc})") from None
-        conn.execute("PRAGMA synchronous = NORMAL")
-        return conn
+                app_id = APPLICATION_ID
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            conn.close()
+            raise UserError(f"--db {self.path}: cannot initialise the results file ({exc})") from None
+        return app_id, tables
 
     def close(self) -> None:
         self._conn.close()
