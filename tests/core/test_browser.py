@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +23,20 @@ pytestmark = [
 ]
 
 
+def _browser(pw: Any) -> Any:
+    return pw.chromium.launch(
+        executable_path=CHROMIUM,
+        args=[
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ],
+    )
+
+
 def test_leaderboard_page_in_chromium(bench: BenchRunner, db: Path, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -30,22 +46,25 @@ def test_leaderboard_page_in_chromium(bench: BenchRunner, db: Path, tmp_path: Pa
     assert bench("leaderboard", "--db", db, "--html", page_path)[0] == 0
     errors: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        browser = _browser(pw)
+        page = browser.new_page(viewport={"width": 1300, "height": 1000}, accept_downloads=True)
         page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(page_path.as_uri())
-        table = page.locator("table.board").first
+
+        # the overview first; the task's view is hidden until chosen in the navigation
+        overview, section = page.locator("section#overview"), page.locator(f"section[id='{TASK}']")
+        assert overview.is_visible() and not section.is_visible()
+        assert TASK in page.locator("#tasks tbody").inner_text() and "3 / 3" in overview.inner_text()
+        page.locator(f"nav a[data-view='{TASK}']").click()
+        assert section.is_visible() and not overview.is_visible()
+        assert page.evaluate("location.hash") == f"#{TASK}"
+        page.go_back()
+        assert overview.is_visible() and not section.is_visible()
+        overview.locator(f"a[href='#{TASK}']").first.click()  # the overview's own links navigate too
+        assert section.is_visible()
+
+        table = section.locator("table.board").first
         names = lambda: table.locator("tbody td.name").all_inner_texts()  # noqa: E731
         before = names()
         assert len(before) == 6
@@ -56,11 +75,50 @@ def test_leaderboard_page_in_chromium(bench: BenchRunner, db: Path, tmp_path: Pa
         assert names() == list(reversed(ascending))
         table.locator("th").nth(1).click()  # by rank
         assert next(n.split()[0] for n in names()) == "ellipsoid-sbb"
-        assert page.locator("svg polygon").count() >= 6
-        assert page.locator(".verdict").count() == 3
+        assert section.locator("svg polygon").count() >= 6
+        assert section.locator(".verdict").count() == 3
+        section.locator("details summary", has_text="Probability of improvement").first.click()
+        assert section.locator("table.poi").first.is_visible()
+
+        with page.expect_download() as info:
+            section.locator("p.downloads a", has_text="CSV").first.click()
+        csv = Path(info.value.path()).read_text()
+        assert csv.splitlines()[0].startswith("task,") and "ellipsoid-sbb" in csv
+        with page.expect_download() as info:
+            section.locator("p.downloads a", has_text="JSON").first.click()
+        records = json.loads(Path(info.value.path()).read_text())
+        assert {r["algorithm"] for r in records} >= {"ellipsoid-sbb", "random-price"}
+
         ARTIFACTS.mkdir(exist_ok=True)
         shot = ARTIFACTS / "leaderboard.png"
         page.screenshot(path=str(shot), full_page=True)
         browser.close()
     assert errors == []
     assert shot.stat().st_size > 10_000
+
+
+@pytest.mark.usefixtures("plugin")
+def test_a_hostile_plugin_name_renders_as_text_in_chromium(
+    bench: BenchRunner, db: Path, tmp_path: Path
+) -> None:
+    from playwright.sync_api import sync_playwright
+
+    hostile = "<img src=x onerror=alert(1)>"
+    assert (
+        bench("run", "noop", "constant", hostile, "--seeds", "0-2", "--budget", "smoke", "--db", db)[0] == 0
+    )
+    page_path = tmp_path / "leaderboard.html"
+    assert bench("leaderboard", "--db", db, "--html", page_path)[0] == 0
+    dialogs: list[str] = []
+    with sync_playwright() as pw:
+        browser = _browser(pw)
+        page = browser.new_page()
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(page_path.as_uri())
+        page.locator("nav a[data-view='noop']").click()
+        cells = page.locator("section#noop table.board tbody td.name").all_inner_texts()
+        assert any(hostile in c for c in cells)  # shown as the literal text
+        assert page.locator("img").count() == 0 and page.locator("script").count() == 1
+        page.wait_for_timeout(200)
+        browser.close()
+    assert dialogs == []

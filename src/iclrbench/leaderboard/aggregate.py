@@ -53,6 +53,8 @@ class Row:
     curves: dict[str, CurveSummary]
     wall_s: float
     rank: int = 0
+    #: the primary metric of each successful run, for probabilities of improvement
+    primary_values: list[float] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -146,7 +148,8 @@ def aggregate(results: Sequence[RunResult], *, all_versions: bool = False) -> li
                     seeds=sorted({r.seed for r in ok}),
                     metrics=summaries,
                     curves=_summarise_curves(ok),
-                    wall_s=float(sum(r.wall_s for r in ok)),
+                    wall_s=float(sum(r.wall_s for r in algo_runs)),
+                    primary_values=[r.metrics[metrics[0].name] for r in ok if metrics[0].name in r.metrics],
                 )
             )
         primary = metrics[0]

@@ -1,7 +1,11 @@
 """The leaderboard as one self-contained HTML file: no network, no CDN, every text escaped.
 
-Per task: per config a sortable table (click a header), the curves with 95% bootstrap bands as inline
-SVG, the claims panel with the measured figures, provenance, and CSV/JSON downloads (data: URIs).
+An overview first: per task its leader, claims reproduced, runs and seconds; the cross-task view
+(performance profiles of the reference / baseline families, algorithms shared between tasks, ranks).
+Then per task: per config a sortable table (click a header), the curves with 95% bootstrap bands as
+inline SVG, probabilities of improvement between its algorithms, the claims panel with the measured
+figures, provenance, and CSV/JSON downloads (data: URIs). The navigation shows one view at a time
+(``#overview``, ``#TASK``); without JavaScript every view is shown, one after the other.
 """
 
 from __future__ import annotations
@@ -14,7 +18,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from iclrbench.core.task import ClaimResult
+from iclrbench.leaderboard import crosstask
 from iclrbench.leaderboard.aggregate import CurveSummary, Table
 from iclrbench.leaderboard.render import config_label, fmt, render_csv, render_json
 
@@ -48,9 +55,27 @@ th.sorted-asc::after{content:" \\25B2"}th.sorted-desc::after{content:" \\25BC"}
 font-weight:600;margin-right:6px}.reproduced{background:#d5f2dc;color:#145c26}
 .not_reproduced{background:#fbd9d6;color:#8a1c12}.inconclusive{background:#f3ecc8;color:#6b5a0f}
 .measured{font:12px ui-monospace,monospace;color:#445;margin:2px 0 0 4px}
+nav a.current{font-weight:700;text-decoration:none;color:#1d2330}
+table.poi td{min-width:52px}td.wrap{white-space:normal}.poi .self{background:#f0f2f5}
 details{margin:8px 0}.downloads a{margin-right:12px}svg text{font-size:11px;fill:#334}
 .legend span{display:inline-block;margin-right:14px;font-size:12px}.legend i{display:inline-block;
 width:12px;height:3px;margin-right:4px;vertical-align:middle}
+"""
+
+NAV_JS = """
+function showView(){
+  var id = decodeURIComponent(location.hash.slice(1)) || 'overview';
+  var views = document.querySelectorAll('section.view');
+  var found = false;
+  views.forEach(function(v){ if (v.id === id) { found = true; } });
+  if (!found) { id = 'overview'; }
+  views.forEach(function(v){ v.hidden = v.id !== id; });
+  document.querySelectorAll('nav a').forEach(function(a){
+    a.classList.toggle('current', a.getAttribute('data-view') === id);
+  });
+}
+window.addEventListener('hashchange', showView);
+showView();
 """
 
 SORT_JS = """
@@ -215,6 +240,7 @@ def _config_html(tid: str, t: Table) -> str:
         f"<h3>v{t.task_version} &middot; {esc(config_label(t.config))} "
         f'<span class="role">budget {esc(", ".join(t.budgets))}</span></h3>',
         _table_html(t),
+        _poi_html(t),
     ]
     for name in dict.fromkeys(n for row in t.rows for n in row.curves):
         curves = {row.algorithm: row.curves[name] for row in t.rows if name in row.curves}
@@ -226,6 +252,162 @@ def _config_html(tid: str, t: Table) -> str:
         f'href="{esc(_data_uri("application/json", render_json([t])))}">JSON</a></p>'
     )
     parts.append(_provenance_html(t.provenance))
+    return "".join(parts)
+
+
+def _poi_html(table: Table) -> str:
+    """P(row improves on column) on the primary metric, as a heat-coloured matrix."""
+    names, matrix = crosstask.improvement_matrix(table)
+    if len(names) < 2:
+        return ""
+    head = "".join(f'<th title="{esc(n)}">{esc(n)}</th>' for n in names)
+    body = []
+    for i, name in enumerate(names):
+        cells = []
+        for j in range(len(names)):
+            p = matrix[i, j]
+            if i == j:
+                cells.append('<td class="self">&ndash;</td>')
+                continue
+            shade = (
+                f"rgba(31,119,180,{abs(p - 0.5) * 1.6:.2f})"
+                if p >= 0.5
+                else f"rgba(214,39,40,{abs(p - 0.5) * 1.6:.2f})"
+            )
+            cells.append(f'<td style="background:{shade}">{p:.2f}</td>')
+        body.append(f'<tr><td class="name">{esc(name)}</td>{"".join(cells)}</tr>')
+    return (
+        f"<details><summary>Probability of improvement on {esc(table.primary.name)}: P(row better than "
+        "column) over pairs of runs</summary>"
+        f'<table class="poi"><thead><tr><th class="name"></th>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></details>"
+    )
+
+
+def svg_profiles(profiles: dict[str, list[float]], width: int = 420, height: int = 240) -> str:
+    """Performance profiles: fraction of problems within tau of the best, one step line per family."""
+    if not profiles:
+        return ""
+    left, right, top, bottom = 48, 12, 14, 36
+    pw, ph = width - left - right, height - top - bottom
+    taus = crosstask.TAUS
+
+    def px(t: float) -> float:
+        return left + t * pw
+
+    def py(f: float) -> float:
+        return top + ph - f * ph
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        'aria-label="performance profiles"><title>performance profiles</title>',
+        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fbfcfd" stroke="#ccd"/>',
+    ]
+    for v in (0.0, 0.5, 1.0):
+        parts.append(
+            f'<text x="{left - 6}" y="{py(v) + 4:.1f}" text-anchor="end">{v:g}</text>'
+            f'<text x="{px(v):.1f}" y="{top + ph + 14}" text-anchor="middle">{v:g}</text>'
+        )
+    parts.append(
+        f'<text x="{left + pw / 2}" y="{height - 4}" text-anchor="middle">tau: shortfall from the best '
+        "(normalised)</text>"
+    )
+    for i, (family, fractions) in enumerate(profiles.items()):
+        points = []
+        for k, (tau, f) in enumerate(zip(taus, fractions, strict=True)):
+            if k:
+                points.append(f"{px(tau):.1f},{py(fractions[k - 1]):.1f}")
+            points.append(f"{px(tau):.1f},{py(f):.1f}")
+        parts.append(
+            f'<g><title>{esc(family)}</title><polyline points="{" ".join(points)}" fill="none" '
+            f'stroke="{PALETTE[i % len(PALETTE)]}" stroke-width="2"/></g>'
+        )
+    parts.append("</svg>")
+    legend = "".join(
+        f'<span><i style="background:{PALETTE[i % len(PALETTE)]}"></i>{esc(f)}</span>'
+        for i, f in enumerate(profiles)
+    )
+    return f'<div class="plot">{"".join(parts)}<div class="legend">{legend}</div></div>'
+
+
+def _overview_html(
+    tables: Sequence[Table], claims: Sequence[ClaimResult], papers: dict[str, dict[str, str]]
+) -> str:
+    summaries = crosstask.task_summaries(tables, claims)
+    if not summaries:
+        return "<p>No stored runs yet: try <code>bench run TASK --all</code>.</p>"
+    rows = []
+    for t in summaries:
+        title = papers.get(t.task, {}).get("title", "")
+        arrow = "&#8593;" if t.higher_is_better else "&#8595;"
+        rows.append(
+            f'<tr><td class="name" data-value="{esc(t.task)}"><a href="#{esc(t.task)}">{esc(t.task)}</a>'
+            f'<br><span class="role">{esc(title)}</span></td>'
+            f'<td class="name" data-value="{esc(t.leader)}">{esc(t.leader) or "-"}</td>'
+            f'<td data-value="{t.leader_value!r}">{esc(t.primary)} {arrow} {esc(fmt(t.leader_value))}</td>'
+            f'<td data-value="{t.claims_reproduced}">{t.claims_reproduced} / {t.claims_checked}</td>'
+            f'<td data-value="{t.configs}">{t.configs}</td>'
+            f'<td data-value="{t.runs}">{t.runs}{f" ({t.failed} failed)" if t.failed else ""}</td>'
+            f'<td data-value="{t.seconds!r}">{esc(fmt(t.seconds))}</td></tr>'
+        )
+    parts = [
+        "<h2>Overview</h2>",
+        '<table class="board" id="tasks"><thead><tr><th class="name">task</th><th class="name">leader</th>'
+        "<th>leader's mean (main table)</th><th>claims reproduced</th><th>configs</th><th>runs</th>"
+        f"<th>seconds</th></tr></thead><tbody>{''.join(rows)}</tbody></table>",
+    ]
+    families = crosstask.family_scores(tables)
+    if families:
+        profiles = {f: crosstask.performance_profile(v) for f, v in families.items()}
+        counts = ", ".join(f"{esc(f)}: {len(v)} problems" for f, v in families.items())
+        mean_rows = "".join(
+            f'<tr><td class="name">{esc(f)}</td><td data-value="{np.mean(v)!r}">{np.mean(v):.3f}</td>'
+            f'<td data-value="{len(v)}">{len(v)}</td></tr>'
+            for f, v in families.items()
+        )
+        parts += [
+            "<h3>Across tasks, by family</h3>",
+            "<p>Each leaderboard table comparing two or more algorithms is a problem; scores are normalised "
+            "per problem on its primary metric (1 = best mean, 0 = worst) and a family counts its best "
+            f"member. Performance profile: fraction of problems within tau of the best ({counts}).</p>",
+            '<table class="board"><thead><tr><th class="name">family</th><th>mean normalised score</th>'
+            f"<th>problems</th></tr></thead><tbody>{mean_rows}</tbody></table>",
+            svg_profiles(profiles),
+        ]
+    shared = crosstask.shared_algorithms(tables)
+    ranks = crosstask.ranks(tables)
+    if shared:
+        tasks = sorted({t for s in shared.values() for t in s})
+        head = "".join(f"<th>{esc(t)}</th>" for t in tasks)
+        body = "".join(
+            f'<tr><td class="name">{esc(a)}</td>'
+            + "".join(
+                f'<td data-value="{s[t]!r}">{s[t]:.3f}</td>' if t in s else '<td data-value="">-</td>'
+                for t in tasks
+            )
+            + "</tr>"
+            for a, s in shared.items()
+        )
+        parts.append(
+            "<h3>Algorithms shared between tasks: normalised score per task</h3>"
+            f'<table class="board"><thead><tr><th class="name">algorithm</th>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>"
+        )
+    else:
+        parts.append(
+            "<h3>Ranks per task</h3><p>No algorithm runs on more than one task, so only ranks compare.</p>"
+        )
+    if ranks:
+        body = "".join(
+            f'<tr><td class="name"><a href="#{esc(task)}">{esc(task)}</a></td><td class="name wrap">'
+            + ", ".join(f"{r}. {esc(a)}" for a, r in sorted(by_algo.items(), key=lambda x: x[1]))
+            + "</td></tr>"
+            for task, by_algo in ranks.items()
+        )
+        parts.append(
+            f'<table><thead><tr><th class="name">task</th><th class="name">ranking (main table)</th></tr>'
+            f"</thead><tbody>{body}</tbody></table>"
+        )
     return "".join(parts)
 
 
@@ -241,11 +423,13 @@ def render_html(
     for c in claims:
         claims_by_task[c.task].append(c)
     task_ids = list(dict.fromkeys([*by_task, *claims_by_task]))
-    nav = "".join(f'<a href="#{esc(tid)}">{esc(tid)}</a>' for tid in task_ids)
+    nav = '<a href="#overview" data-view="overview">Overview</a>' + "".join(
+        f'<a href="#{esc(tid)}" data-view="{esc(tid)}">{esc(tid)}</a>' for tid in task_ids
+    )
     sections = []
     for tid in task_ids:
         paper = papers.get(tid, {})
-        parts = [f'<section class="task" id="{esc(tid)}"><h2>{esc(tid)}</h2>']
+        parts = [f'<section class="task view" id="{esc(tid)}"><h2>{esc(tid)}</h2>']
         if paper:
             parts.append(
                 f'<p class="paper">{esc(paper.get("title", ""))} &mdash; {esc(paper.get("authors", ""))}'
@@ -265,18 +449,19 @@ def render_html(
             )
         parts.append("</section>")
         sections.append("".join(parts))
+    overview = f'<section class="task view" id="overview">{_overview_html(tables, claims, papers)}</section>'
     all_csv, all_json = render_csv(tables), render_json(tables)
     downloads = (
         f'<p class="downloads">All results: <a download="leaderboard.csv" '
         f'href="{esc(_data_uri("text/csv", all_csv))}">CSV</a><a download="leaderboard.json" '
         f'href="{esc(_data_uri("application/json", all_json))}">JSON</a></p>'
     )
-    body = "".join(sections) or "<p>No stored runs yet: try <code>bench run TASK --all</code>.</p>"
+    body = overview + "".join(sections)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>iclrbench leaderboard</title><style>{CSS}</style></head><body>"
         "<header><h1>iclrbench leaderboard</h1><p>Means with 95% stratified-bootstrap CIs and IQM over "
         "seeds; click a column to sort.</p></header>"
-        f"<nav>{nav}</nav><main>{downloads}{body}</main><script>{SORT_JS}</script></body></html>"
+        f"<nav>{nav}</nav><main>{downloads}{body}</main><script>{SORT_JS}{NAV_JS}</script></body></html>"
     )

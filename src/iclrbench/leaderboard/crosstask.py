@@ -1,0 +1,157 @@
+"""Comparisons across tasks and between algorithms, for the index page.
+
+Scores of different tasks are in different units, so they are compared only after normalising each
+leaderboard table ("problem") to [0, 1] on its primary metric: 1 for the best algorithm's mean, 0 for the
+worst. Where tasks share an algorithm (same name), its normalised scores are shown side by side; every
+task has a ``reference`` and ``baseline`` family, so families are compared by performance profiles
+(Dolan & More 2002; as in rliable, Agarwal et al. 2021): the fraction of problems on which the family's
+best member is within tau of the best. Elsewhere only ranks are comparable. Probability of improvement
+between two algorithms of one table is rliable's P(X > Y) over pairs of runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from iclrbench.core.task import ClaimResult
+from iclrbench.leaderboard import stats
+from iclrbench.leaderboard.aggregate import Table
+
+FAMILIES = ("reference", "baseline", "oracle")
+TAUS = tuple(float(t) for t in np.linspace(0.0, 1.0, 21))
+
+
+@dataclasses.dataclass
+class TaskSummary:
+    task: str
+    primary: str
+    higher_is_better: bool
+    leader: str
+    leader_value: float
+    configs: int
+    claims_reproduced: int
+    claims_checked: int
+    runs: int
+    failed: int
+    seconds: float
+
+
+def main_table(tables: Sequence[Table]) -> Table | None:
+    """The task's headline table: the one with the most algorithms, then the most runs."""
+    if not tables:
+        return None
+    return max(tables, key=lambda t: (len(t.rows), sum(r.n for r in t.rows)))
+
+
+def task_summaries(tables: Sequence[Table], claims: Sequence[ClaimResult]) -> list[TaskSummary]:
+    by_task: dict[str, list[Table]] = defaultdict(list)
+    for t in tables:
+        by_task[t.task].append(t)
+    claims_by_task: dict[str, list[ClaimResult]] = defaultdict(list)
+    for c in claims:
+        claims_by_task[c.task].append(c)
+    out = []
+    for task in sorted({*by_task, *claims_by_task}):
+        here = by_task.get(task, [])
+        head = main_table(here)
+        leader = next((r for r in head.rows if r.rank == 1), None) if head else None
+        checked = claims_by_task.get(task, [])
+        out.append(
+            TaskSummary(
+                task=task,
+                primary=head.primary.name if head else "",
+                higher_is_better=head.primary.higher_is_better if head else True,
+                leader=leader.algorithm if leader else "",
+                leader_value=leader.metrics[head.primary.name].mean if leader and head else float("nan"),
+                configs=len(here),
+                claims_reproduced=sum(c.verdict == "reproduced" for c in checked),
+                claims_checked=len(checked),
+                runs=sum(r.n + r.failed for t in here for r in t.rows),
+                failed=sum(r.failed for t in here for r in t.rows),
+                seconds=sum(r.wall_s for t in here for r in t.rows),
+            )
+        )
+    return out
+
+
+def normalised_scores(table: Table) -> dict[str, float]:
+    """Algorithm -> (mean - worst) / (best - worst) on the primary metric, best = 1; ties all 1."""
+    name = table.primary.name
+    means = {r.algorithm: r.metrics[name].mean for r in table.rows if name in r.metrics}
+    if len(means) < 2:
+        return {}
+    values = np.array(list(means.values()))
+    best, worst = (
+        (values.max(), values.min()) if table.primary.higher_is_better else (values.min(), values.max())
+    )
+    span = best - worst
+    return {a: 1.0 if span == 0 else float((v - worst) / span) for a, v in means.items()}
+
+
+def problems(tables: Sequence[Table]) -> list[Table]:
+    """Tables that compare at least two algorithms: the problems cross-task views are made of."""
+    return [t for t in tables if len(normalised_scores(t)) >= 2]
+
+
+def family_scores(tables: Sequence[Table]) -> dict[str, list[float]]:
+    """Per family (role), its best member's normalised score on each problem where it appears."""
+    out: dict[str, list[float]] = {f: [] for f in FAMILIES}
+    for t in problems(tables):
+        scores = normalised_scores(t)
+        roles = {r.algorithm: r.role for r in t.rows}
+        for family in FAMILIES:
+            members = [s for a, s in scores.items() if roles.get(a) == family]
+            if members:
+                out[family].append(max(members))
+    return {f: v for f, v in out.items() if v}
+
+
+def performance_profile(scores: Sequence[float], taus: Sequence[float] = TAUS) -> list[float]:
+    """Fraction of problems on which the shortfall from the best, 1 - score, is at most tau."""
+    shortfall = 1.0 - np.asarray(scores, dtype=float)
+    return [float((shortfall <= tau + 1e-12).mean()) for tau in taus]
+
+
+def shared_algorithms(tables: Sequence[Table]) -> dict[str, dict[str, float]]:
+    """Algorithm names that appear in two or more tasks -> task -> normalised score (main table)."""
+    by_task: dict[str, list[Table]] = defaultdict(list)
+    for t in problems(tables):
+        by_task[t.task].append(t)
+    scores: dict[str, dict[str, float]] = defaultdict(dict)
+    for task, here in by_task.items():
+        head = main_table(here)
+        if head is not None:
+            for algorithm, score in normalised_scores(head).items():
+                scores[algorithm][task] = score
+    return {a: s for a, s in sorted(scores.items()) if len(s) >= 2}
+
+
+def ranks(tables: Sequence[Table]) -> dict[str, dict[str, int]]:
+    """Task -> algorithm -> rank in the task's main table."""
+    by_task: dict[str, list[Table]] = defaultdict(list)
+    for t in tables:
+        by_task[t.task].append(t)
+    out = {}
+    for task, here in sorted(by_task.items()):
+        head = main_table(here)
+        if head is not None:
+            out[task] = {r.algorithm: r.rank for r in head.rows if r.rank}
+    return out
+
+
+def improvement_matrix(table: Table) -> tuple[list[str], np.ndarray]:
+    """Algorithms (ranked) and P(row improves on column) on the primary metric, over pairs of runs."""
+    rows = [r for r in table.rows if r.primary_values]
+    names = [r.algorithm for r in rows]
+    matrix = np.full((len(rows), len(rows)), np.nan)
+    for i, a in enumerate(rows):
+        for j, b in enumerate(rows):
+            if i != j:
+                matrix[i, j] = stats.probability_of_improvement(
+                    np.array(a.primary_values), np.array(b.primary_values), table.primary.higher_is_better
+                )
+    return names, matrix
