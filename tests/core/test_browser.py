@@ -38,7 +38,7 @@ def _browser(pw: Any) -> Any:
 
 
 def test_leaderboard_page_in_chromium(bench: BenchRunner, db: Path, tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     bench("run", TASK, "--all", "--seeds", "0-2", "--budget", "smoke", "--db", db, "--quiet")
     bench("claims", TASK, "--budget", "smoke", "--db", db, "--quiet")
@@ -54,15 +54,18 @@ def test_leaderboard_page_in_chromium(bench: BenchRunner, db: Path, tmp_path: Pa
 
         # the overview first; the task's view is hidden until chosen in the navigation
         overview, section = page.locator("section#overview"), page.locator(f"section[id='{TASK}']")
-        assert overview.is_visible() and not section.is_visible()
+        expect(overview).to_be_visible()
+        expect(section).to_be_hidden()
         assert TASK in page.locator("#tasks tbody").inner_text() and "3 / 3" in overview.inner_text()
         page.locator(f"nav a[data-view='{TASK}']").click()
-        assert section.is_visible() and not overview.is_visible()
+        expect(section).to_be_visible()  # waits for the hashchange handler
+        expect(overview).to_be_hidden()
         assert page.evaluate("location.hash") == f"#{TASK}"
         page.go_back()
-        assert overview.is_visible() and not section.is_visible()
+        expect(overview).to_be_visible()
+        expect(section).to_be_hidden()
         overview.locator(f"a[href='#{TASK}']").first.click()  # the overview's own links navigate too
-        assert section.is_visible()
+        expect(section).to_be_visible()
 
         table = section.locator("table.board").first
         names = lambda: table.locator("tbody td.name").all_inner_texts()  # noqa: E731
@@ -78,7 +81,7 @@ def test_leaderboard_page_in_chromium(bench: BenchRunner, db: Path, tmp_path: Pa
         assert section.locator("svg polygon").count() >= 6
         assert section.locator(".verdict").count() == 3
         section.locator("details summary", has_text="Probability of improvement").first.click()
-        assert section.locator("table.poi").first.is_visible()
+        expect(section.locator("table.poi").first).to_be_visible()
 
         with page.expect_download() as info:
             section.locator("p.downloads a", has_text="CSV").first.click()
@@ -101,7 +104,7 @@ def test_leaderboard_page_in_chromium(bench: BenchRunner, db: Path, tmp_path: Pa
 def test_a_hostile_plugin_name_renders_as_text_in_chromium(
     bench: BenchRunner, db: Path, tmp_path: Path
 ) -> None:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     hostile = "<img src=x onerror=alert(1)>"
     assert (
@@ -116,6 +119,7 @@ def test_a_hostile_plugin_name_renders_as_text_in_chromium(
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(page_path.as_uri())
         page.locator("nav a[data-view='noop']").click()
+        expect(page.locator("section#noop")).to_be_visible()
         cells = page.locator("section#noop table.board tbody td.name").all_inner_texts()
         assert any(hostile in c for c in cells)  # shown as the literal text
         assert page.locator("img").count() == 0 and page.locator("script").count() == 1
