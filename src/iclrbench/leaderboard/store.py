@@ -172,17 +172,24 @@ class ResultStore:
 
     # runs ---------------------------------------------------------------------------------------
     def put(self, result: RunResult) -> int:
-        """Insert or replace the run with ``result``'s key; returns its run id."""
-        row = result.to_json()
-        values = [result.key] + [
-            json.dumps(row[c], sort_keys=True) if c in _JSON_FIELDS else row[c] for c in _COLUMNS[1:]
-        ]
+        """Insert or replace the run with ``result``'s key, committed at once; returns its run id."""
+        return self.put_many([result])[0]
+
+    def put_many(self, results: Iterable[RunResult]) -> list[int]:
+        """Insert or replace several runs in one transaction (imports, tests); returns their run ids."""
         placeholders = ", ".join("?" for _ in _COLUMNS)
+        insert = f"INSERT INTO runs ({', '.join(_COLUMNS)}) VALUES ({placeholders})"
+        ids = []
         with self._write() as conn:
-            conn.execute("DELETE FROM runs WHERE run_key = ?", (result.key,))
-            cur = conn.execute(f"INSERT INTO runs ({', '.join(_COLUMNS)}) VALUES ({placeholders})", values)
-        result.run_id = int(cur.lastrowid or 0)
-        return result.run_id
+            for result in results:
+                row = result.to_json()
+                values = [result.key] + [
+                    json.dumps(row[c], sort_keys=True) if c in _JSON_FIELDS else row[c] for c in _COLUMNS[1:]
+                ]
+                conn.execute("DELETE FROM runs WHERE run_key = ?", (result.key,))
+                result.run_id = int(conn.execute(insert, values).lastrowid or 0)
+                ids.append(result.run_id)
+        return ids
 
     def get(self, key: str) -> RunResult | None:
         row = self._conn.execute("SELECT * FROM runs WHERE run_key = ?", (key,)).fetchone()
