@@ -196,3 +196,9 @@ def test_a_bad_shard_is_refused() -> None:
         with pytest.raises(UserError):
             sweep.parse_shard(text)
     assert sweep.parse_shard("2/8") == (2, 8)
+
+
+def test_the_example_sweep_in_the_repository_plans() -> None:
+    example = Path(__file__).resolve().parents[2] / "sweeps" / "example.yaml"
+    specs = sweep.plan_sweep(sweep.load_sweep(example))
+    assert len(specs) == 3 * 6 * 3 + 2 * 3
