@@ -23,7 +23,14 @@ import numpy as np
 
 from iclrbench.core.algorithm import Algorithm, register_algorithm
 from iclrbench.core.config import param
-from iclrbench.envs.crystals import AsymmetricUnit, CrystalConfig, Site, asymmetric_unit, build_structure
+from iclrbench.envs.crystals import (
+    AsymmetricUnit,
+    CrystalConfig,
+    Site,
+    asymmetric_unit,
+    build_structure,
+    site_symmetries,
+)
 
 if TYPE_CHECKING:
     from pymatgen.core import Structure
@@ -117,7 +124,12 @@ class SymmCD(CrystalGenerator):
         k = max(size for _, size in picks)
         labels = np.array([g for g, _ in picks])
         mask = np.arange(k)[None, :] < np.array([size for _, size in picks])[:, None]
-        tokens, coords, lattice = self.model.sample(labels, mask)
+        # a site symmetry the group does not have would fall back to the general position (the largest
+        # orbit) and crowd the cell: SymmCD projects such predictions onto a valid site symmetry; here the
+        # categorical posterior is restricted to the group's site symmetries, its most probable valid one
+        valid = {g: site_symmetries(g) for g in set(labels.tolist())}
+        allowed = np.array([[s in valid[g] for s in self.symmetries] for g in labels.tolist()])
+        tokens, coords, lattice = self.model.sample(labels, mask, [None, allowed])
         lattice = decode_lattice(lattice * self.lattice_std + self.lattice_mean)
         out = []
         for i, (g, size) in enumerate(picks):

@@ -114,6 +114,12 @@ def group(number: int) -> Any:
     return Group(number)
 
 
+@functools.lru_cache(maxsize=256)
+def site_symmetries(number: int) -> frozenset[str]:
+    """The site-symmetry symbols of space group ``number``'s Wyckoff positions."""
+    return frozenset(wp.get_site_symmetry_object().name for wp in group(number).Wyckoff_positions)
+
+
 @functools.lru_cache(maxsize=1)
 def mp_templates(max_atoms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(space group, atoms, Wyckoff index string, MP count) rows of pyxtal's MP statistics."""

@@ -18,11 +18,14 @@ Sampling runs the reverse processes jointly: D3PM posteriors, a predictor step o
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 SIGMA_MIN, SIGMA_MAX, IMAGES = 0.005, 0.5, 2
+#: standardised lattice features lie within a few standard deviations; predicted l_0 is clipped there
+LATTICE_CLIP = 5.0
 
 
 def _torch() -> Any:
@@ -137,7 +140,9 @@ class SetDiffusion:
             lt = ab.sqrt() * l0[idx] + (1 - ab).sqrt() * eps
             logits, score, eps_hat = self.net(noisy_tokens, ft, lt, t, y[idx], m[idx])
             mi = m[idx]
-            loss = ((sigma * score - sigma * target_score) ** 2).sum(-1)[mi].mean()
+            # the network predicts the normalised score sigma * grad log p (DiffCSP's parameterisation);
+            # the sampler divides by sigma
+            loss = ((score - sigma * target_score) ** 2).sum(-1)[mi].mean()
             for lg, tok in zip(logits, toks, strict=True):
                 loss = loss + torch.nn.functional.cross_entropy(lg[mi], tok[idx][mi])
             loss = loss + ((eps_hat - eps) ** 2).mean()
@@ -147,12 +152,23 @@ class SetDiffusion:
             losses.append(float(loss.detach()))
         return losses
 
-    def sample(self, labels: np.ndarray, mask: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
-        """Reverse diffusion for len(labels) sets with the given site masks: (tokens, coords, lattice)."""
+    def sample(
+        self, labels: np.ndarray, mask: np.ndarray, allowed: Sequence[np.ndarray | None] | None = None
+    ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+        """Reverse diffusion for len(labels) sets with the given site masks: (tokens, coords, lattice).
+
+        ``allowed[c]``, a boolean (len(labels), vocab) array or None, restricts channel c's predicted x_0
+        to the allowed tokens of each set (e.g. the site symmetries its space group has), so the final
+        tokens are always allowed ones: the model's most probable valid choice.
+        """
         torch = _torch()
         g = self.generator
         n, k = mask.shape
         y, m = torch.as_tensor(labels, dtype=torch.long), torch.as_tensor(mask)
+        masks = [
+            None if a is None else torch.as_tensor(np.asarray(a, dtype=bool))[:, None, :]
+            for a in (allowed if allowed is not None else [None] * len(self.vocab_sizes))
+        ]
         toks = [torch.randint(0, v, (n, k), generator=g) for v in self.vocab_sizes]
         f = torch.rand((n, k, 3), generator=g, dtype=torch.float32)
         lat = torch.randn((n, 6), generator=g, dtype=torch.float32)
@@ -166,8 +182,8 @@ class SetDiffusion:
                 keep_now, keep_next = 1.0 - t_now, 1.0 - t_next
                 beta = 1.0 - keep_now / keep_next
                 new_tokens = []
-                for lg, tok, v in zip(logits, toks, self.vocab_sizes, strict=True):
-                    x0 = torch.softmax(lg, -1)
+                for lg, tok, v, allow in zip(logits, toks, self.vocab_sizes, masks, strict=True):
+                    x0 = torch.softmax(lg if allow is None else lg.masked_fill(~allow, -torch.inf), -1)
                     from_xt = (1 - beta) * torch.nn.functional.one_hot(tok, v).float() + beta / v
                     probs = from_xt * (keep_next * x0 + (1 - keep_next) / v)
                     probs = probs / probs.sum(-1, keepdim=True)
@@ -179,10 +195,15 @@ class SetDiffusion:
                 step = s_now**2 - s_next**2
                 z = torch.randn(f.shape, generator=g, dtype=torch.float32)
                 f = (f + step * score / s_now + math.sqrt(step) * z) % 1.0
-                # lattice: a DDPM ancestral step
+                # lattice: a DDPM ancestral step through the posterior q(l_{t-1} | l_t, l_0) at the
+                # predicted l_0, clipped to the data range (Ho et al. 2020): dividing by sqrt(alpha_t)
+                # directly blows up near t = 1, where the cosine schedule's alpha_bar is ~0
                 ab_now, ab_next = lattice_alpha_bar(t_now), lattice_alpha_bar(t_next)
                 a_t = ab_now / ab_next
-                mean = (lat - (1 - a_t) / (1 - ab_now).sqrt() * eps_hat) / a_t.sqrt()
+                l0 = ((lat - (1 - ab_now).sqrt() * eps_hat) / ab_now.sqrt()).clamp(
+                    -LATTICE_CLIP, LATTICE_CLIP
+                )
+                mean = (ab_next.sqrt() * (1 - a_t) * l0 + a_t.sqrt() * (1 - ab_next) * lat) / (1 - ab_now)
                 if i < self.steps - 1:
                     var = ((1 - ab_next) / (1 - ab_now) * (1 - a_t)).clamp(min=0)
                     lat = mean + var.sqrt() * torch.randn(lat.shape, generator=g, dtype=torch.float32)
