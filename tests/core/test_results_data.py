@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -77,3 +78,21 @@ def test_export_refuses_parquet_to_a_terminal_and_unwritable_paths(bench: BenchR
     assert code == 2 and "--output" in err
     code, _, err = bench("export", "--db", filled, "--output", "/proc/nope/runs.csv")
     assert code == 2 and err.count("\n") == 1
+
+
+def test_an_older_task_version_is_never_mixed_in_unless_asked(bench: BenchRunner, filled: Path) -> None:
+    store = ResultStore(filled)
+    old = [dataclasses.replace(r, task_version=0, run_id=None) for r in store.runs("noop", status="ok")]
+    for r in old:
+        r.metrics = {**r.metrics, "score": -100.0}  # what the old version measured differs
+    store.put_many(old)
+    code, out, _ = bench("leaderboard", "--db", filled, "--format", "json", "--task", "noop")
+    rows = json.loads(out)
+    assert code == 0 and {r["task_version"] for r in rows} == {1}
+    assert all(r["score_mean"] > -100 for r in rows if r["n"])
+    code, out, _ = bench("leaderboard", "--db", filled, "--format", "json", "--all-versions")
+    assert {r["task_version"] for r in json.loads(out)} == {0, 1}
+    code, out, _ = bench("export", "--db", filled)
+    assert set(pd.read_csv(io.StringIO(out)).task_version) == {1}
+    code, out, _ = bench("export", "--db", filled, "--all-versions")
+    assert set(pd.read_csv(io.StringIO(out)).task_version) == {0, 1}
