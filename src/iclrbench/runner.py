@@ -9,6 +9,7 @@ write each result the moment it arrives.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
@@ -270,6 +271,10 @@ def execute_chunk(specs: Sequence[RunSpec], timeout: float | None = None) -> lis
     code is stopped too. An overrunning batch is retried seed by seed to pin the slow run."""
     if timeout is None:
         return execute_batch(specs)
+    # import the task's and algorithm's modules here, once, so that every forked child inherits them
+    # instead of paying the imports inside its time limit
+    with contextlib.suppress(Exception):  # an unknown name: the child reports it as the run's failure
+        catalog.get_algorithm(specs[0].task, specs[0].algorithm)
     results = _in_child(specs, timeout * len(specs))
     if results is not None:
         return results

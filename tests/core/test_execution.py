@@ -202,3 +202,13 @@ def test_the_example_sweep_in_the_repository_plans() -> None:
     example = Path(__file__).resolve().parents[2] / "sweeps" / "example.yaml"
     specs = sweep.plan_sweep(sweep.load_sweep(example))
     assert len(specs) == 3 * 6 * 3 + 2 * 3
+
+
+def test_dask_workers_enforce_the_timeout_too(db: Path) -> None:
+    pytest.importorskip("distributed")
+    store = ResultStore(db)
+    specs = [*_specs(["constant"], range(1), sleep=30), *_specs(["uniform"], range(2))]
+    report = runner.run_specs(specs, store, jobs=2, executor="dask", timeout=1.0)
+    status = {(r.algorithm, r.seed): r.status for r in report.results}
+    assert status == {("constant", 0): "failed", ("uniform", 0): "ok", ("uniform", 1): "ok"}
+    assert "TimeoutError" in store.get(specs[0].key).error
