@@ -177,6 +177,14 @@ def aggregate(results: Sequence[RunResult], *, all_versions: bool = False) -> li
     return tables
 
 
+def by_task(tables: Sequence[Table]) -> dict[str, list[Table]]:
+    """Tables grouped by task id, in order."""
+    out: dict[str, list[Table]] = defaultdict(list)
+    for t in tables:
+        out[t.task].append(t)
+    return dict(out)
+
+
 def to_records(tables: Sequence[Table]) -> list[dict[str, Any]]:
     """Flat records, one per (table, row): the CSV/JSON/DataFrame form of the leaderboard."""
     records = []

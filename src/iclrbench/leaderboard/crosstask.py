@@ -19,7 +19,7 @@ import numpy as np
 
 from iclrbench.core.task import ClaimResult
 from iclrbench.leaderboard import stats
-from iclrbench.leaderboard.aggregate import Table
+from iclrbench.leaderboard.aggregate import Table, by_task
 
 FAMILIES = ("reference", "baseline", "oracle")
 TAUS = tuple(float(t) for t in np.linspace(0.0, 1.0, 21))
@@ -48,15 +48,13 @@ def main_table(tables: Sequence[Table]) -> Table | None:
 
 
 def task_summaries(tables: Sequence[Table], claims: Sequence[ClaimResult]) -> list[TaskSummary]:
-    by_task: dict[str, list[Table]] = defaultdict(list)
-    for t in tables:
-        by_task[t.task].append(t)
+    grouped = by_task(tables)
     claims_by_task: dict[str, list[ClaimResult]] = defaultdict(list)
     for c in claims:
         claims_by_task[c.task].append(c)
     out = []
-    for task in sorted({*by_task, *claims_by_task}):
-        here = by_task.get(task, [])
+    for task in sorted({*grouped, *claims_by_task}):
+        here = grouped.get(task, [])
         head = main_table(here)
         leader = next((r for r in head.rows if r.rank == 1), None) if head else None
         checked = claims_by_task.get(task, [])
@@ -118,11 +116,8 @@ def performance_profile(scores: Sequence[float], taus: Sequence[float] = TAUS) -
 
 def shared_algorithms(tables: Sequence[Table]) -> dict[str, dict[str, float]]:
     """Algorithm names that appear in two or more tasks -> task -> normalised score (main table)."""
-    by_task: dict[str, list[Table]] = defaultdict(list)
-    for t in problems(tables):
-        by_task[t.task].append(t)
     scores: dict[str, dict[str, float]] = defaultdict(dict)
-    for task, here in by_task.items():
+    for task, here in by_task(problems(tables)).items():
         head = main_table(here)
         if head is not None:
             for algorithm, score in normalised_scores(head).items():
@@ -132,11 +127,8 @@ def shared_algorithms(tables: Sequence[Table]) -> dict[str, dict[str, float]]:
 
 def ranks(tables: Sequence[Table]) -> dict[str, dict[str, int]]:
     """Task -> algorithm -> rank in the task's main table."""
-    by_task: dict[str, list[Table]] = defaultdict(list)
-    for t in tables:
-        by_task[t.task].append(t)
     out = {}
-    for task, here in sorted(by_task.items()):
+    for task, here in sorted(by_task(tables).items()):
         head = main_table(here)
         if head is not None:
             out[task] = {r.algorithm: r.rank for r in head.rows if r.rank}

@@ -22,7 +22,7 @@ import numpy as np
 
 from iclrbench.core.task import ClaimResult
 from iclrbench.leaderboard import crosstask
-from iclrbench.leaderboard.aggregate import CurveSummary, Table
+from iclrbench.leaderboard.aggregate import CurveSummary, Table, by_task
 from iclrbench.leaderboard.render import config_label, fmt, render_csv, render_json
 
 PALETTE = (
@@ -174,12 +174,16 @@ def svg_curves(curves: dict[str, CurveSummary], title: str, width: int = 640, he
             f'fill-opacity="0.18" stroke="none"/><polyline points="{line}" fill="none" '
             f'stroke="{colour}" stroke-width="1.8"/></g>'
         )
-    parts.append("</svg>")
+    return _figure(parts, list(curves))
+
+
+def _figure(svg_parts: list[str], names: Sequence[str]) -> str:
+    """Close the SVG and add its legend: one colour of PALETTE per name, in order."""
     legend = "".join(
         f'<span><i style="background:{PALETTE[i % len(PALETTE)]}"></i>{esc(name)}</span>'
-        for i, name in enumerate(curves)
+        for i, name in enumerate(names)
     )
-    return f'<div class="plot">{"".join(parts)}<div class="legend">{legend}</div></div>'
+    return f'<div class="plot">{"".join(svg_parts)}</svg><div class="legend">{legend}</div></div>'
 
 
 def _table_html(table: Table) -> str:
@@ -322,12 +326,7 @@ def svg_profiles(profiles: dict[str, list[float]], width: int = 420, height: int
             f'<g><title>{esc(family)}</title><polyline points="{" ".join(points)}" fill="none" '
             f'stroke="{PALETTE[i % len(PALETTE)]}" stroke-width="2"/></g>'
         )
-    parts.append("</svg>")
-    legend = "".join(
-        f'<span><i style="background:{PALETTE[i % len(PALETTE)]}"></i>{esc(f)}</span>'
-        for i, f in enumerate(profiles)
-    )
-    return f'<div class="plot">{"".join(parts)}<div class="legend">{legend}</div></div>'
+    return _figure(parts, list(profiles))
 
 
 def _overview_html(
@@ -416,13 +415,11 @@ def render_html(
 ) -> str:
     """The whole page. ``papers`` maps task id -> {title, authors, arxiv} for the section headers."""
     papers = papers or {}
-    by_task: dict[str, list[Table]] = defaultdict(list)
-    for t in tables:
-        by_task[t.task].append(t)
+    tables_by_task = by_task(tables)
     claims_by_task: dict[str, list[ClaimResult]] = defaultdict(list)
     for c in claims:
         claims_by_task[c.task].append(c)
-    task_ids = list(dict.fromkeys([*by_task, *claims_by_task]))
+    task_ids = list(dict.fromkeys([*tables_by_task, *claims_by_task]))
     nav = '<a href="#overview" data-view="overview">Overview</a>' + "".join(
         f'<a href="#{esc(tid)}" data-view="{esc(tid)}">{esc(tid)}</a>' for tid in task_ids
     )
@@ -436,7 +433,7 @@ def render_html(
                 f" (arXiv:{esc(paper.get('arxiv', ''))})</p>"
             )
         parts.append("<h3>Claims</h3>" + _claims_html(claims_by_task.get(tid, [])))
-        here = by_task.get(tid, [])
+        here = tables_by_task.get(tid, [])
         # tables comparing algorithms first; single-algorithm ones (the claims' sweeps) folded away
         main = [t for t in here if len(t.rows) > 1] or here[:1]
         rest = [t for t in here if t not in main]
