@@ -3,7 +3,8 @@
 
 - structural validity: every interatomic distance >= 0.5 A, volume >= 0.1 A^3, lattice lengths <= 40 A;
 - compositional validity: SMACT's charge-neutrality and electronegativity screen;
-- d_sg: Jensen-Shannon distance (base 2) between space-group histograms (spglib at symprec 0.1);
+- d_sg: Jensen-Shannon distance (natural log, as SymmCD's scripts/compute_metrics.py) between the
+  space-group histograms of the valid samples and of the test set (spglib at symprec 0.1);
 - d_elem, d_rho: Wasserstein distances of the number of distinct elements and of the density;
 - coverage recall / precision: CrystalNN structural fingerprints (cut-off 0.4) and Magpie composition
   features standardised on the test set (cut-off 10), as in CDVAE;
@@ -73,13 +74,14 @@ def spacegroups(structures: Sequence[Structure], symprec: float = 0.1) -> np.nda
 
 
 def spacegroup_distance(generated: np.ndarray, reference: np.ndarray) -> float:
-    """Jensen-Shannon distance (base 2, in [0, 1]) between two space-group histograms."""
+    """Jensen-Shannon distance between two space-group histograms: the square root of the divergence in
+    nats, in [0, sqrt(ln 2)] = [0, 0.833], as SymmCD's evaluation computes it (scipy's default base)."""
     bins = np.arange(0.5, 231.5)
     p, _ = np.histogram(generated, bins=bins)
     q, _ = np.histogram(reference, bins=bins)
     if p.sum() == 0 or q.sum() == 0:
         return 1.0
-    return float(jensenshannon(p / p.sum(), q / q.sum(), base=2))
+    return float(jensenshannon(p / p.sum(), q / q.sum()))
 
 
 def fingerprints(structures: Sequence[Structure]) -> tuple[np.ndarray, np.ndarray]:
