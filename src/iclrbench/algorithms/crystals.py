@@ -10,6 +10,11 @@ site symmetries, wrapped-normal score matching for coordinates, DDPM for the lat
 each site is projected to the nearest Wyckoff position of the group with its site symmetry and replicated
 with the group's operations; the lattice is projected onto the crystal system.
 
+Differences from the paper's code (github.com/sibasmarak/SymmCD): site symmetries are categorical
+symbols, not the binary (axis x point group) encoding; where the paper projects a predicted site symmetry
+the group lacks onto the group's closest one (``modify_frac_coords_one``), the sampler here restricts the
+categorical posterior to the group's site symmetries; the denoiser is a small transformer, not CSPNet.
+
 Protocol of the task (``CrystalGenerator``): ``fit(train)`` with pymatgen Structures, ``sample(n)``.
 """
 
