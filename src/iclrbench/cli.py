@@ -17,6 +17,7 @@ from typing import Any
 from iclrbench.core import catalog
 from iclrbench.core import config as cfg
 from iclrbench.core.errors import UserError
+from iclrbench.core.interrupt import stop_on_sigint
 from iclrbench.core.task import BUDGETS
 
 EXIT_USAGE = 2
@@ -610,7 +611,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if getattr(args, "jobs", 1) < 1:
             raise UserError("--jobs must be at least 1")
-        return int(args.func(args))
+        with stop_on_sigint():
+            return int(args.func(args))
     except UserError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from iclrbench.core import catalog
+from iclrbench.core import catalog, interrupt
 from iclrbench.core import config as cfg
 from iclrbench.core.errors import UserError
 from iclrbench.core.registry import did_you_mean
@@ -394,6 +394,7 @@ def run_specs(
                     report.failed += result.status != "ok"
                     if on_result:
                         on_result(result, False)
+                interrupt.check()
             if not again:
                 break
             chunks = again

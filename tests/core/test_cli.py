@@ -221,7 +221,7 @@ def test_ctrl_c_keeps_finished_runs(tmp_path: Path) -> None:
             TASK,
             "--all",
             "--seeds",
-            "0-40",
+            "0-200",
             "--budget",
             "small",
             "--db",

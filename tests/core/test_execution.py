@@ -212,3 +212,17 @@ def test_dask_workers_enforce_the_timeout_too(db: Path) -> None:
     status = {(r.algorithm, r.seed): r.status for r in report.results}
     assert status == {("constant", 0): "failed", ("uniform", 0): "ok", ("uniform", 1): "ok"}
     assert "TimeoutError" in store.get(specs[0].key).error
+
+
+def test_a_swallowed_ctrl_c_still_stops_the_sweep_after_the_run_in_hand(db: Path) -> None:
+    from iclrbench.core import interrupt
+
+    store = ResultStore(db)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.run_specs(
+                _specs(["constant"], range(5)), store, on_result=lambda result, reused: interrupt.STOP.set()
+            )
+    finally:
+        interrupt.STOP.clear()
+    assert store.count() == 1 and store.runs("noop")[0].status == "ok"
