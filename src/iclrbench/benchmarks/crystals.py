@@ -104,7 +104,7 @@ def cached_reference_set(config: CrystalConfig) -> tuple[list[Any], list[Any]]:
 def reference_statistics(config: CrystalConfig) -> dict[str, Any]:
     """:func:`crystal_metrics.reference_statistics` of the reference set, cached as JSON beside it: the
     test set's CrystalNN fingerprints cost ~0.2 s per crystal and every run needs them."""
-    path = _cache_dir() / f"crystals-stats-{_data_key(config)}.json"
+    path = _cache_dir() / f"crystals-stats-{_data_key(config)}-{config.coverage_reference}.json"
     data = _read_json(path)
     try:
         return {
@@ -117,7 +117,7 @@ def reference_statistics(config: CrystalConfig) -> dict[str, Any]:
         }
     except (KeyError, TypeError, ValueError):
         pass
-    stats = crystal_metrics.reference_statistics(*cached_reference_set(config))
+    stats = crystal_metrics.reference_statistics(*cached_reference_set(config), config.coverage_reference)
     document = {key: value.tolist() for key, value in stats.items() if isinstance(value, np.ndarray)}
     document["train_templates"] = sorted(stats["train_templates"])
     _write_json(path, document)

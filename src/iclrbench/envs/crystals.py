@@ -73,6 +73,9 @@ class CrystalConfig:
         low=0,
         high=100_000,
     )
+    coverage_reference: int = param(
+        500, "test crystals fingerprinted once as the reference of coverage (a fixed subset)", low=1
+    )
     max_atoms: int = param(
         MAX_ATOMS, "largest conventional cell in the generated reference set", low=2, high=200
     )
