@@ -56,7 +56,7 @@ font-weight:600;margin-right:6px}.reproduced{background:#d5f2dc;color:#145c26}
 .not_reproduced{background:#fbd9d6;color:#8a1c12}.inconclusive{background:#f3ecc8;color:#6b5a0f}
 .measured{font:12px ui-monospace,monospace;color:#445;margin:2px 0 0 4px}
 nav a.current{font-weight:700;text-decoration:none;color:#1d2330}
-table.poi td{min-width:52px}td.wrap{white-space:normal}.poi .self{background:#f0f2f5}
+table.poi td{min-width:52px}td.wrap{white-space:normal;min-width:220px}.poi .self{background:#f0f2f5}
 details{margin:8px 0}.downloads a{margin-right:12px}svg text{font-size:11px;fill:#334}
 .legend span{display:inline-block;margin-right:14px;font-size:12px}.legend i{display:inline-block;
 width:12px;height:3px;margin-right:4px;vertical-align:middle}
@@ -340,7 +340,7 @@ def _overview_html(
         title = papers.get(t.task, {}).get("title", "")
         arrow = "&#8593;" if t.higher_is_better else "&#8595;"
         rows.append(
-            f'<tr><td class="name" data-value="{esc(t.task)}"><a href="#{esc(t.task)}">{esc(t.task)}</a>'
+            f'<tr><td class="name wrap" data-value="{esc(t.task)}"><a href="#{esc(t.task)}">{esc(t.task)}</a>'
             f'<br><span class="role">{esc(title)}</span></td>'
             f'<td class="name" data-value="{esc(t.leader)}">{esc(t.leader) or "-"}</td>'
             f'<td data-value="{t.leader_value!r}">{esc(t.primary)} {arrow} {esc(fmt(t.leader_value))}</td>'
