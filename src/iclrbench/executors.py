@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, TypeVar
@@ -113,6 +114,9 @@ class DaskExecutor(Executor):
                     processes=True,
                     host="127.0.0.1",
                     dashboard_address=None,
+                    # a run's own errors come back in its result; what is left in the workers' logs is
+                    # shutdown chatter (heartbeats to a scheduler that has just closed)
+                    silence_logs=logging.CRITICAL,
                 )
                 self._client = Client(self._cluster)
         except (OSError, TimeoutError) as exc:
