@@ -5,6 +5,7 @@ one that fails on its first attempt per seed, one named like an HTML injection."
 from __future__ import annotations
 
 import dataclasses
+import html
 import os
 import time
 from pathlib import Path
@@ -14,6 +15,8 @@ from iclrbench.core.config import param
 from iclrbench.core.task import Budget, Metric, Outcome, Paper, Task
 
 HOSTILE = "<img src=x onerror=alert(1)>"
+# the hostile name is only a test of escaping if it contains markup that escaping changes
+assert html.escape(HOSTILE) != HOSTILE
 
 
 @dataclasses.dataclass(frozen=True)

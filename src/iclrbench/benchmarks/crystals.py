@@ -213,7 +213,7 @@ class CrystalTask(Task):
         ),
     }
     metrics = (
-        Metric("d_sg", False, "", "Jensen-Shannon distance of space-group histograms to the test set"),
+        Metric("d_sg", False, "", "Jensen-Shannon distance (nats) of space-group histograms to the test set"),
         Metric("nontrivial_sg_fraction", True, "", "valid samples spglib finds in a group other than P1"),
         Metric("structural_validity", True, "", "min distance >= 0.5 A, volume >= 0.1 A^3, lengths <= 40 A"),
         Metric("compositional_validity", True, "", "SMACT charge neutrality and electronegativity"),
