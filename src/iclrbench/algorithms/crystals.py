@@ -67,6 +67,51 @@ def decode_lattice(features: np.ndarray) -> np.ndarray:
     return np.concatenate([np.exp(np.clip(features[:, :3], 0.0, np.log(40.0))), angles], axis=1)
 
 
+class DiffusionGenerator(CrystalGenerator):
+    """A generator backed by :class:`~iclrbench.models.set_diffusion.SetDiffusion`: standardised lattice
+    features in, lattice parameters out. Params need ``learning_rate`` and ``batch_size``."""
+
+    def train_diffusion(
+        self,
+        vocab_sizes: list[int],
+        tokens: list[np.ndarray],
+        coords: np.ndarray,
+        lattice_params: np.ndarray,
+        labels: np.ndarray,
+        mask: np.ndarray,
+        n_labels: int,
+    ) -> None:
+        """Fit the diffusion on padded sets: token channels, coordinates, (a, b, c, alpha, beta, gamma)
+        per set, conditioning labels in [0, n_labels), and the mask of real sites."""
+        from iclrbench.models.set_diffusion import SetDiffusion
+
+        lattice = encode_lattice(lattice_params)
+        self.lattice_mean, self.lattice_std = lattice.mean(0), lattice.std(0) + 1e-3
+        self.model = SetDiffusion(
+            vocab_sizes,
+            n_labels,
+            int(self.rng.integers(2**31)),
+            steps=self.config.diffusion_steps,
+        )
+        self.losses = self.model.fit(
+            tokens,
+            coords,
+            (lattice - self.lattice_mean) / self.lattice_std,
+            labels,
+            mask,
+            self.config.train_steps,
+            self.params.batch_size,
+            self.params.learning_rate,
+        )
+
+    def sample_diffusion(
+        self, labels: np.ndarray, mask: np.ndarray, allowed: list[np.ndarray | None] | None = None
+    ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+        """(tokens, fractional coordinates, lattice parameters) of len(labels) sampled sets."""
+        tokens, coords, lattice = self.model.sample(labels, mask, allowed)
+        return tokens, coords, decode_lattice(lattice * self.lattice_std + self.lattice_mean)
+
+
 @dataclasses.dataclass(frozen=True)
 class SymmCDParams:
     max_sites: int = param(12, "asymmetric sites per crystal (larger units are skipped in training)", low=1)
@@ -75,14 +120,12 @@ class SymmCDParams:
 
 
 @register_algorithm(task=TASK, name="symmcd", role="reference")
-class SymmCD(CrystalGenerator):
+class SymmCD(DiffusionGenerator):
     """SymmCD at small scale: diffusion over the asymmetric unit with site-symmetry tokens (Sec. 3)."""
 
     Params = SymmCDParams
 
     def fit(self, train: list[Structure]) -> None:
-        from iclrbench.models.set_diffusion import SetDiffusion
-
         units = [
             u
             for u in (asymmetric_unit(s) for s in train)
@@ -102,24 +145,10 @@ class SymmCD(CrystalGenerator):
                 tokens[0][i, j] = self.species.index(site.species)
                 tokens[1][i, j] = self.symmetries.index(site.site_symmetry)
                 coords[i, j], mask[i, j] = site.position, True
-        lattice = encode_lattice(np.stack([u.lattice for u in units]))
-        self.lattice_mean, self.lattice_std = lattice.mean(0), lattice.std(0) + 1e-3
         labels = np.array([u.spacegroup for u in units])
-        self.model = SetDiffusion(
-            [len(self.species), len(self.symmetries)],
-            231,
-            int(self.rng.integers(2**31)),
-            steps=self.config.diffusion_steps,
-        )
-        self.losses = self.model.fit(
-            tokens,
-            coords,
-            (lattice - self.lattice_mean) / self.lattice_std,
-            labels,
-            mask,
-            self.config.train_steps,
-            self.params.batch_size,
-            self.params.learning_rate,
+        lattice = np.stack([u.lattice for u in units])
+        self.train_diffusion(
+            [len(self.species), len(self.symmetries)], tokens, coords, lattice, labels, mask, 231
         )
 
     def sample(self, n: int) -> list[Structure | None]:
@@ -134,8 +163,7 @@ class SymmCD(CrystalGenerator):
         # categorical posterior is restricted to the group's site symmetries, its most probable valid one
         valid = {g: site_symmetries(g) for g in set(labels.tolist())}
         allowed = np.array([[s in valid[g] for s in self.symmetries] for g in labels.tolist()])
-        tokens, coords, lattice = self.model.sample(labels, mask, [None, allowed])
-        lattice = decode_lattice(lattice * self.lattice_std + self.lattice_mean)
+        tokens, coords, lattice = self.sample_diffusion(labels, mask, [None, allowed])
         out = []
         for i, (g, size) in enumerate(picks):
             sites = [

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from iclrbench.algorithms.crystals import TASK, CrystalGenerator, decode_lattice, encode_lattice
+from iclrbench.algorithms.crystals import TASK, CrystalGenerator, DiffusionGenerator
 from iclrbench.core.algorithm import register_algorithm
 from iclrbench.core.config import param
 from iclrbench.envs.crystals import checked_lattice, spacegroup_of
@@ -33,14 +33,12 @@ class DiffCSPParams:
 
 
 @register_algorithm(task=TASK, name="diffcsp-p1", role="baseline")
-class DiffCSPUnconstrained(CrystalGenerator):
+class DiffCSPUnconstrained(DiffusionGenerator):
     """The same diffusion over full unit cells, without symmetry (DiffCSP-like)."""
 
     Params = DiffCSPParams
 
     def fit(self, train: list[Structure]) -> None:
-        from iclrbench.models.set_diffusion import SetDiffusion
-
         cells = [s for s in train if len(s) <= self.params.max_atoms]
         self.species = sorted({str(site.specie) for s in cells for site in s})
         self.sizes = np.array([len(s) for s in cells])
@@ -51,20 +49,9 @@ class DiffCSPUnconstrained(CrystalGenerator):
             for j, site in enumerate(s):
                 tokens[i, j] = self.species.index(str(site.specie))
                 coords[i, j], mask[i, j] = site.frac_coords % 1.0, True
-        lattice = encode_lattice(np.stack([np.array(s.lattice.parameters) for s in cells]))
-        self.lattice_mean, self.lattice_std = lattice.mean(0), lattice.std(0) + 1e-3
-        self.model = SetDiffusion(
-            [len(self.species)], 1, int(self.rng.integers(2**31)), steps=self.config.diffusion_steps
-        )
-        self.losses = self.model.fit(
-            [tokens],
-            coords,
-            (lattice - self.lattice_mean) / self.lattice_std,
-            np.zeros(n, dtype=np.int64),
-            mask,
-            self.config.train_steps,
-            self.params.batch_size,
-            self.params.learning_rate,
+        lattice = np.stack([np.array(s.lattice.parameters) for s in cells])
+        self.train_diffusion(
+            [len(self.species)], [tokens], coords, lattice, np.zeros(n, dtype=np.int64), mask, 1
         )
 
     def sample(self, n: int) -> list[Structure | None]:
@@ -72,8 +59,7 @@ class DiffCSPUnconstrained(CrystalGenerator):
 
         sizes = self.sizes[self.rng.integers(len(self.sizes), size=n)]
         mask = np.arange(sizes.max())[None, :] < sizes[:, None]
-        tokens, coords, lattice = self.model.sample(np.zeros(n, dtype=np.int64), mask)
-        lattice = decode_lattice(lattice * self.lattice_std + self.lattice_mean)
+        tokens, coords, lattice = self.sample_diffusion(np.zeros(n, dtype=np.int64), mask)
         out: list[Structure | None] = []
         for i, size in enumerate(sizes):
             cell = checked_lattice(lattice[i])
