@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import json
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +55,9 @@ CATIONS = (
 ANIONS = (("O", -2), ("S", -2), ("Se", -2), ("F", -1), ("Cl", -1), ("Br", -1), ("N", -3))
 MAX_ATOMS = 24
 #: bump when the reference set's construction changes: cached data sets are keyed on it
-DATA_VERSION = 2
+DATA_VERSION = 3
+#: structural validity (CDVAE's definition, used by DiffCSP and SymmCD): distances, volume, cell lengths
+MIN_DISTANCE, MIN_VOLUME, MAX_LENGTH = 0.5, 0.1, 40.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,7 +185,9 @@ def generate_crystal(rng: np.random.Generator, max_atoms: int = MAX_ATOMS) -> St
             names,
             counts_per,
             sites=[by_species[n] for n in names],
-            seed=int(rng.integers(2**31)),
+            # `random_state`, not `seed`: pyxtal 1.1 passes `seed` to molecular crystals only, so an atomic
+            # crystal drawn with `seed` comes from fresh OS entropy and the data set was not reproducible
+            random_state=int(rng.integers(2**31)),
         )
         return crystal.to_pymatgen() if crystal.valid else None
     except Exception:
@@ -209,12 +214,32 @@ def shipped_structures() -> list[Structure]:
     return out
 
 
+def structurally_valid(structures: Sequence[Structure]) -> np.ndarray:
+    """Per structure: min pairwise (periodic) distance >= 0.5 A, volume >= 0.1 A^3, lengths <= 40 A."""
+    out = np.zeros(len(structures), dtype=bool)
+    for i, s in enumerate(structures):
+        if s is None or len(s) == 0:
+            continue
+        lengths = np.array(s.lattice.abc)
+        if s.volume < MIN_VOLUME or lengths.max() > MAX_LENGTH:
+            continue
+        if len(s) == 1:
+            out[i] = lengths.min() >= MIN_DISTANCE
+            continue
+        distances = s.distance_matrix
+        distances[np.diag_indices_from(distances)] = np.inf
+        out[i] = distances.min() >= MIN_DISTANCE
+    return out
+
+
 def reference_set(config: CrystalConfig, rng: np.random.Generator) -> tuple[list[Structure], list[Structure]]:
     """(train, test): shipped structures plus generated ones, shuffled and split with ``rng``."""
     structures = shipped_structures()
     while len(structures) < config.n_reference:
         crystal = generate_crystal(rng, config.max_atoms)
-        if crystal is not None:
+        # pyxtal's own distance check uses its tolerance matrix; the data set must also pass ours, as every
+        # MP-20 crystal does, so that replaying training crystals scores a structural validity of 1
+        if crystal is not None and structurally_valid([crystal])[0]:
             structures.append(crystal)
     order = rng.permutation(len(structures))[: config.n_reference]
     structures = [structures[i] for i in order]
