@@ -212,7 +212,7 @@ class WyckoffTemplateSampler(CrystalGenerator):
                     counts,
                     sites=[by_species[s] for s in names],
                     lattice=lattice,
-                    seed=int(self.rng.integers(2**31)),
+                    random_state=int(self.rng.integers(2**31)),  # pyxtal: `seed` is for molecules only
                 )
                 return crystal.to_pymatgen() if crystal.valid else None
             except Exception:

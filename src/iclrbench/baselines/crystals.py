@@ -111,7 +111,8 @@ class PyxtalRandom(_CompositionSampler):
                 warnings.simplefilter("ignore")
                 try:
                     g = int(self.groups[int(self.rng.integers(len(self.groups)))])
-                    crystal.from_random(3, max(g, 1), names, counts, seed=int(self.rng.integers(2**31)))
+                    seed = int(self.rng.integers(2**31))
+                    crystal.from_random(3, max(g, 1), names, counts, random_state=seed)
                     out.append(crystal.to_pymatgen() if crystal.valid else None)
                 except Exception:
                     out.append(None)
