@@ -67,9 +67,19 @@ def decode_lattice(features: np.ndarray) -> np.ndarray:
     return np.concatenate([np.exp(np.clip(features[:, :3], 0.0, np.log(40.0))), angles], axis=1)
 
 
+@dataclasses.dataclass(frozen=True)
+class DiffusionParams:
+    """The optimiser's hyperparameters every :class:`DiffusionGenerator` takes."""
+
+    learning_rate: float = param(1e-3, "Adam learning rate", low=1e-6)
+    batch_size: int = param(64, "crystals per optimisation step", low=1)
+
+
 class DiffusionGenerator(CrystalGenerator):
     """A generator backed by :class:`~iclrbench.models.set_diffusion.SetDiffusion`: standardised lattice
-    features in, lattice parameters out. Params need ``learning_rate`` and ``batch_size``."""
+    features in, lattice parameters out. Its ``Params`` extend :class:`DiffusionParams`."""
+
+    params: DiffusionParams
 
     def train_diffusion(
         self,
@@ -113,10 +123,8 @@ class DiffusionGenerator(CrystalGenerator):
 
 
 @dataclasses.dataclass(frozen=True)
-class SymmCDParams:
+class SymmCDParams(DiffusionParams):
     max_sites: int = param(12, "asymmetric sites per crystal (larger units are skipped in training)", low=1)
-    learning_rate: float = param(1e-3, "Adam learning rate", low=1e-6)
-    batch_size: int = param(64, "crystals per optimisation step", low=1)
 
 
 @register_algorithm(task=TASK, name="symmcd", role="reference")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from iclrbench.algorithms.crystals import TASK, CrystalGenerator, DiffusionGenerator
+from iclrbench.algorithms.crystals import TASK, CrystalGenerator, DiffusionGenerator, DiffusionParams
 from iclrbench.core.algorithm import register_algorithm
 from iclrbench.core.config import param
 from iclrbench.envs.crystals import checked_lattice, spacegroup_of
@@ -26,10 +26,8 @@ if TYPE_CHECKING:
 
 
 @dataclasses.dataclass(frozen=True)
-class DiffCSPParams:
+class DiffCSPParams(DiffusionParams):
     max_atoms: int = param(32, "atoms per cell (larger training cells are skipped)", low=1)
-    learning_rate: float = param(1e-3, "Adam learning rate", low=1e-6)
-    batch_size: int = param(64, "crystals per optimisation step", low=1)
 
 
 @register_algorithm(task=TASK, name="diffcsp-p1", role="baseline")
