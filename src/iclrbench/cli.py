@@ -241,13 +241,19 @@ def _sweep(
 
 
 def _execution(args: argparse.Namespace) -> dict[str, Any]:
-    """Where and how runs execute: jobs, executor, scheduler, timeout, retries."""
+    """Where and how runs execute: jobs, executor, scheduler, timeout, retries; what is said meanwhile."""
+    quiet = args.quiet or getattr(args, "format", "table") == "json"
+
+    def announce(task_id: str) -> None:
+        print(f"preparing {task_id}: its shared data (built once, then cached)", file=sys.stderr)
+
     return {
         "jobs": args.jobs,
         "executor": args.executor,
         "scheduler": args.scheduler,
         "timeout": args.timeout,
         "retries": args.retries,
+        "on_prepare": None if quiet else announce,
     }
 
 

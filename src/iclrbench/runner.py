@@ -29,6 +29,7 @@ from iclrbench.core.errors import UserError
 from iclrbench.core.registry import did_you_mean
 from iclrbench.core.result import RunResult, provenance
 from iclrbench.core.seeding import rng_for
+from iclrbench.core.task import Task
 from iclrbench.executors import ChunkFailure, Executor, make_executor
 from iclrbench.leaderboard.store import ResultStore
 
@@ -249,6 +250,26 @@ def execute_batch(specs: Sequence[RunSpec]) -> list[RunResult]:
     return results
 
 
+def prepare(specs: Sequence[RunSpec], on_prepare: Callable[[str], None] | None = None) -> None:
+    """:meth:`Task.prepare` once per distinct (task, config) of ``specs``, so that workers share what it
+    builds (through the task's cache) instead of all building it at once. Errors are left to the runs,
+    which meet them again and store them as their failures."""
+    seen: set[tuple[str, str]] = set()
+    for spec in specs:
+        if (spec.task, spec.config_hash) in seen:
+            continue
+        seen.add((spec.task, spec.config_hash))
+        try:
+            task = catalog.get_task(spec.task)
+            if type(task).prepare is Task.prepare:
+                continue  # nothing to prepare, nothing to announce
+            if on_prepare:
+                on_prepare(spec.task)
+            task.prepare(cfg.build(task.Config, spec.config))
+        except Exception:  # an optimisation only: the runs meet the error again and report it
+            continue
+
+
 def batches(specs: Sequence[RunSpec], jobs: int = 1) -> list[list[RunSpec]]:
     """Group specs that differ only in seed, in chunks of the task's ``batch_size`` -- smaller when
     needed so that ``jobs`` workers all get work."""
@@ -340,6 +361,7 @@ def run_specs(
     timeout: float | None = None,
     retries: int = 0,
     on_result: Callable[[RunResult, bool], None] | None = None,
+    on_prepare: Callable[[str], None] | None = None,
 ) -> SweepReport:
     """Reuse stored ``ok`` runs (unless ``force``), run the others, store each as it finishes.
 
@@ -348,7 +370,9 @@ def run_specs(
     run -- an exception, a ``timeout`` overrun, a dead worker -- is stored with its error at once and
     retried up to ``retries`` more times; a later success replaces it. ``on_result(result, reused)`` is
     called once per spec with its final result, in completion order (progress bars, printing).
-    A KeyboardInterrupt stops the sweep; every run stored before it stays stored.
+    Before any run, :meth:`Task.prepare` builds each distinct config's shared data here, in the driver
+    (``on_prepare(task_id)`` announces it). A KeyboardInterrupt stops the sweep; every run stored before
+    it stays stored.
     """
     if timeout is not None and timeout <= 0:
         raise UserError("--timeout must be a positive number of seconds")
@@ -367,6 +391,7 @@ def run_specs(
             todo.append(spec)
     if not todo:
         return report
+    prepare(todo, on_prepare)
     chunks = batches(todo, jobs)
     if executor is None and scheduler is None and len(chunks) <= 1 and retries == 0:
         executor = "serial"  # one chunk: a pool would only add its start-up

@@ -226,3 +226,48 @@ def test_a_swallowed_ctrl_c_still_stops_the_sweep_after_the_run_in_hand(db: Path
     finally:
         interrupt.STOP.clear()
     assert store.count() == 1 and store.runs("noop")[0].status == "ok"
+
+
+def _record_prepare(monkeypatch: pytest.MonkeyPatch, fail: bool = False) -> list[object]:
+    from iclrbench.core import catalog
+
+    calls: list[object] = []
+    task_cls = type(catalog.get_task("noop"))
+
+    def prepare(self: object, config: object) -> None:
+        calls.append(("prepare", config.sleep))  # type: ignore[attr-defined]
+        if fail:
+            raise RuntimeError("the shared data cannot be built")
+
+    monkeypatch.setattr(task_cls, "prepare", prepare)
+    return calls
+
+
+def test_prepare_runs_once_per_config_in_the_driver_before_any_run(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _record_prepare(monkeypatch)
+    announced: list[str] = []
+    specs = _specs(["constant", "uniform"], range(3)) + _specs(["constant"], range(3), sleep=0.001)
+    report = runner.run_specs(
+        specs,
+        ResultStore(db),
+        on_result=lambda r, reused: calls.append(("run", r.seed)),
+        on_prepare=announced.append,
+    )
+    assert report.ran == 9 and report.failed == 0
+    assert calls[:2] == [("prepare", 0.0), ("prepare", 0.001)]  # two configs, both before the first run
+    assert all(kind == "run" for kind, _ in calls[2:]) and len(calls) == 11  # type: ignore[misc]
+    assert announced == ["noop", "noop"]
+    calls.clear()
+    assert runner.run_specs(specs, ResultStore(db)).reused == 9
+    assert calls == []  # nothing to run, nothing to prepare
+
+
+def test_a_failing_prepare_leaves_the_runs_to_do_their_own_work(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _record_prepare(monkeypatch, fail=True)
+    report = runner.run_specs(_specs(["constant"], range(3)), ResultStore(db))
+    assert calls == [("prepare", 0.0)]
+    assert report.ran == 3 and report.failed == 0

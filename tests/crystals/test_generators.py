@@ -159,3 +159,18 @@ def test_the_sampler_recovers_a_point_mass_given_the_exact_denoiser() -> None:
     allowed[:, 1] = True  # the data's token is not allowed: the sampler must pick an allowed one
     tokens, _, _ = model.sample(np.zeros(16, dtype=np.int64), np.ones((16, 3), dtype=bool), [allowed])
     assert (tokens[0] == 1).all()
+
+
+def test_prepare_leaves_the_data_set_and_its_statistics_in_the_cache(tmp_path, monkeypatch) -> None:
+    from iclrbench.benchmarks import crystals
+    from iclrbench.core import catalog
+
+    monkeypatch.setenv("ICLRBENCH_CACHE", str(tmp_path))
+    crystals.cached_reference_set.cache_clear()
+    crystals.reference_statistics.cache_clear()
+    task = catalog.get_task(TASK)
+    task.prepare(task.make_config("smoke", {"n_reference": "24", "max_atoms": "8"}))
+    names = sorted(p.name for p in tmp_path.glob("crystals-*.json"))
+    assert len(names) == 2 and names[1].startswith("crystals-stats-")  # the data set and its statistics
+    crystals.cached_reference_set.cache_clear()
+    crystals.reference_statistics.cache_clear()

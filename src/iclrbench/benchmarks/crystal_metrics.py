@@ -57,7 +57,11 @@ def compositionally_valid(structures: Sequence[Structure]) -> np.ndarray:
         if s is None or len(s.composition.elements) > MAX_SMACT_ELEMENTS:
             continue
         try:
-            out[i] = bool(smact_validity(s.composition.element_composition.reduced_composition))
+            with warnings.catch_warnings():
+                # pymatgen sorts formulas by electronegativity and warns for noble gases (He in a shipped
+                # structure); the order does not matter to SMACT
+                warnings.filterwarnings("ignore", "No Pauling electronegativity", UserWarning)
+                out[i] = bool(smact_validity(s.composition.element_composition.reduced_composition))
         except Exception:  # an element SMACT has no data for
             out[i] = False
     return out

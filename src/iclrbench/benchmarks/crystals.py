@@ -244,6 +244,10 @@ class CrystalTask(Task):
         ),
     )
 
+    def prepare(self, config: CrystalConfig) -> None:
+        """Build (or read) the reference set and its statistics once: minutes at ``small``, then cached."""
+        reference_statistics(config)
+
     def evaluate(self, algorithm: Algorithm, config: CrystalConfig, seed: int) -> Outcome:
         if not isinstance(algorithm, CrystalGenerator):
             raise TypeError(f"{type(algorithm).__name__} does not implement the CrystalGenerator protocol")

@@ -167,6 +167,14 @@ class Task(abc.ABC):
         """
         return [self.evaluate(a, config, s) for a, s in zip(algorithms, seeds, strict=True)]
 
+    def prepare(self, config: Any) -> None:
+        """Build once what every run of ``config`` shares -- a data set, reference statistics -- before the
+        runs are dispatched. The runner calls it in the driver, once per distinct config of a sweep, so
+        that parallel workers read a cache instead of each building the same thing. It must be an
+        optimisation only: a run still works (builds what it needs) when ``prepare`` was not called, and a
+        failure here is left to the runs to report. The default prepares nothing."""
+        return None
+
     def batch_size(self, config: Any) -> int:
         """How many seeds the runner may hand to ``evaluate_many`` at once (memory permitting)."""
         return 1
