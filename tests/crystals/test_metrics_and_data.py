@@ -107,6 +107,7 @@ def test_generated_crystals_are_symmetric_valid_and_round_trip() -> None:
         assert rebuilt.composition.reduced_formula == crystal.composition.reduced_formula
         assert spacegroup_of(rebuilt) == spacegroup_of(crystal) == unit.spacegroup
         assert rebuilt.density == pytest.approx(crystal.density, rel=1e-3)
+        assert cm.structurally_valid([rebuilt])[0]
 
 
 def test_a_site_is_replicated_by_the_group() -> None:
@@ -137,3 +138,20 @@ def test_lattice_projection_imposes_the_crystal_system(group: int, check) -> Non
 def test_degenerate_lattices_are_refused() -> None:
     assert checked_lattice(np.array([5.0, 5.0, 5.0, 150.0, 150.0, 150.0])) is None
     assert checked_lattice(np.array([5.0, 5.0, 5.0, 90.0, 90.0, 90.0])) is not None
+
+
+def test_sites_sharing_a_site_symmetry_stay_on_their_own_wyckoff_positions() -> None:
+    """P3m1's 1a (0, 0, z), 1b (1/3, 2/3, z) and 1c (2/3, 1/3, z) all have site symmetry 3m.: each site
+    must land on the one it is nearest to, not on whichever is listed first."""
+    sites = [
+        Site("Na", "", "3m.", 0, np.array([0.34, 0.66, 0.0])),
+        Site("F", "", "3m.", 0, np.array([0.66, 0.32, 0.5])),
+        Site("Cl", "", "3m.", 0, np.array([0.01, 0.99, 0.25])),
+    ]
+    rebuilt = build_structure(AsymmetricUnit(156, np.array([4.0, 4.0, 6.0, 90.0, 90.0, 120.0]), sites))
+    assert rebuilt is not None and len(rebuilt) == 3
+    positions = {str(site.specie): np.round(site.frac_coords % 1.0, 6) for site in rebuilt}
+    np.testing.assert_allclose(positions["Na"], [1 / 3, 2 / 3, 0.0], atol=1e-6)
+    np.testing.assert_allclose(positions["F"], [2 / 3, 1 / 3, 0.5], atol=1e-6)
+    np.testing.assert_allclose(positions["Cl"] % 1.0, [0.0, 0.0, 0.25], atol=1e-6)
+    assert cm.structurally_valid([rebuilt])[0]

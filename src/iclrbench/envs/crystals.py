@@ -341,31 +341,62 @@ def checked_lattice(params: np.ndarray) -> Any:
     return lattice if np.isfinite(volume) and volume > 1e-3 and np.isfinite(lattice.matrix).all() else None
 
 
+def _affine(ops: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    return (
+        np.array([op.rotation_matrix for op in ops], dtype=float),
+        np.array([op.translation_vector for op in ops], dtype=float),
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _member_maps(spacegroup: int, site_symmetry: str) -> tuple[np.ndarray, np.ndarray]:
+    """(rotations, translations) of every member expression of G's Wyckoff positions with this site
+    symmetry (the general position's if G has none)."""
+    g = group(spacegroup)
+    candidates = [wp for wp in g.Wyckoff_positions if wp.get_site_symmetry_object().name == site_symmetry]
+    return _affine([op for wp in candidates or [g.Wyckoff_positions[0]] for op in wp.ops])
+
+
+@functools.lru_cache(maxsize=256)
+def _group_ops(spacegroup: int) -> tuple[np.ndarray, np.ndarray]:
+    return _affine(group(spacegroup).Wyckoff_positions[0].ops)
+
+
+def nearest_orbit(
+    spacegroup: int, site_symmetry: str, position: np.ndarray, matrix: np.ndarray
+) -> np.ndarray:
+    """The orbit under G of the point nearest to ``position`` (Cartesian, periodic) on a Wyckoff position
+    of G with ``site_symmetry`` (the general position if G has none).
+
+    Several Wyckoff positions may share a site symmetry (P3m1's 1a, 1b, 1c are all 3m.), and each has
+    several members (one per coset). Every member's expression -- an affine map, e.g. (x, y, z) ->
+    (2/3, 1/3, z) -- is tried on the point; the nearest image is kept and replicated with all of G's
+    operations. (pyxtal's ``Wyckoff_position.project`` returns the point unchanged for each of 1a, 1b, 1c,
+    so taking the first and applying its own expressions moved every 1b atom onto 1c.)"""
+    point = np.asarray(position, dtype=float) % 1.0
+    rotations, translations = _member_maps(spacegroup, site_symmetry)
+    images = (rotations @ point + translations) % 1.0
+    distances = np.linalg.norm((((images - point + 0.5) % 1.0) - 0.5) @ matrix, axis=1)
+    best = images[int(np.argmin(distances))]
+    rotations, translations = _group_ops(spacegroup)
+    orbit = (rotations @ best + translations) % 1.0
+    # G's operations map a special point onto each orbit member several times: keep one of each
+    _, first = np.unique(np.round(orbit, 4) % 1.0, axis=0, return_index=True)
+    return orbit[np.sort(first)]
+
+
 def build_structure(unit: AsymmetricUnit) -> Structure | None:
-    """Project every site onto a Wyckoff position of G with its site symmetry (the nearest one; the
-    general position if G has none), replicate it with G's operations, and assemble the cell."""
+    """Put every site on the nearest Wyckoff position of G with its site symmetry, replicate it with G's
+    operations (:func:`nearest_orbit`), and assemble the cell on the crystal system's lattice."""
     from pymatgen.core import Structure
 
-    g = group(unit.spacegroup)
     params = project_lattice(unit.lattice, unit.spacegroup)
     lattice = checked_lattice(params)
     if lattice is None:
         return None
     species, coords = [], []
     for site in unit.sites:
-        candidates = [
-            wp for wp in g.Wyckoff_positions if wp.get_site_symmetry_object().name == site.site_symmetry
-        ]
-        if not candidates:
-            candidates = [g.Wyckoff_positions[0]]
-        best, best_distance = None, np.inf
-        for wp in candidates:
-            projected = wp.project(np.asarray(site.position, dtype=float) % 1.0, lattice.matrix)
-            distance = np.linalg.norm(((projected - site.position + 0.5) % 1.0) - 0.5)
-            if distance < best_distance:
-                best, best_distance = (wp, projected), distance
-        wp, projected = best  # type: ignore[misc]
-        orbit = np.asarray(wp.apply_ops(projected)) % 1.0
+        orbit = nearest_orbit(unit.spacegroup, site.site_symmetry, site.position, lattice.matrix)
         species += [site.species] * len(orbit)
         coords += list(orbit)
     if not coords:
