@@ -16,7 +16,7 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet -c constraints.txt -e '.[dev,protein,privacy,crystals,cluster]'
+	$(PIP) install --quiet -c constraints.txt -e '.[dev,all]'
 	$(PIP) install --quiet -c constraints.txt --no-deps $(NO_DEPS_PACKAGES)
 	@touch $(STAMP)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from iclrbench.claims import check_claims
-from iclrbench.leaderboard.store import ResultStore
+from iclrbench.core.store import ResultStore
 
 
 @pytest.mark.slow

@@ -9,9 +9,10 @@ from typing import Any
 
 from iclrbench import runner
 from iclrbench.core import catalog
+from iclrbench.core import config as cfg
 from iclrbench.core.result import RunResult
+from iclrbench.core.store import ResultStore
 from iclrbench.core.task import ClaimResult
-from iclrbench.leaderboard.store import ResultStore
 
 
 def plan_claims(task_id: str, budget: str) -> list[tuple[str, list[list[runner.RunSpec]]]]:
@@ -48,6 +49,7 @@ def check_claims(
     report = runner.run_specs(all_specs, store, force=force, jobs=jobs, on_result=on_result, **execution)
     by_key = {r.key: r for r in report.results}
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    base_config_hash = cfg.stable_hash(cfg.as_dict(task.make_config(budget)))
     verdicts = []
     for claim_id, groups in planned:
         claim = task.claim(claim_id)
@@ -59,6 +61,9 @@ def check_claims(
             verdict=verdict,
             measured=measured,
             budget=budget,
+            task_version=task.version,
+            config_hash=base_config_hash,
+            claim_version=claim.version,
         )
         store.put_claim(result, now)
         verdicts.append(result)

@@ -190,7 +190,7 @@ def cfg_label(overrides: dict[str, Any]) -> str:
 
 # ----------------------------------------------------------------------------------------------- run
 def _open_store(db: str | None) -> Any:
-    from iclrbench.leaderboard.store import ResultStore
+    from iclrbench.core.store import ResultStore
 
     return ResultStore(db)
 
@@ -317,9 +317,9 @@ def write_leaderboard_html(store: Any, path: str | Path, task: str | None = None
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from iclrbench.core.store import ResultStore
     from iclrbench.leaderboard.aggregate import aggregate
     from iclrbench.leaderboard.render import RENDERERS
-    from iclrbench.leaderboard.store import ResultStore
 
     if args.task:
         catalog.get_task(args.task)
@@ -425,7 +425,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------------- show / export
 def cmd_show(args: argparse.Namespace) -> int:
-    from iclrbench.leaderboard.store import ResultStore
+    from iclrbench.core.store import ResultStore
     from iclrbench.results import describe_run
 
     try:
@@ -442,8 +442,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from iclrbench.core.store import ResultStore
     from iclrbench.leaderboard.aggregate import newest_versions
-    from iclrbench.leaderboard.store import ResultStore
     from iclrbench.results import export
 
     if args.task:

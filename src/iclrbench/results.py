@@ -85,8 +85,8 @@ def load_results(
     >>> frame = iclrbench.load_results(task="contextual-bilateral-trade")  # doctest: +SKIP
     >>> frame.groupby("algorithm")["regret"].mean()  # doctest: +SKIP
     """
+    from iclrbench.core.store import ResultStore
     from iclrbench.leaderboard.aggregate import newest_versions
-    from iclrbench.leaderboard.store import ResultStore
 
     with ResultStore(db, create=False) as store:
         runs = store.runs(task, status=status)

@@ -29,9 +29,9 @@ from iclrbench.core.errors import UserError
 from iclrbench.core.registry import did_you_mean
 from iclrbench.core.result import RunResult, provenance
 from iclrbench.core.seeding import rng_for
+from iclrbench.core.store import ResultStore
 from iclrbench.core.task import Task
 from iclrbench.executors import ChunkFailure, Executor, make_executor
-from iclrbench.leaderboard.store import ResultStore
 
 MAX_SEEDS = 10_000
 

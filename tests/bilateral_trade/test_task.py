@@ -9,7 +9,7 @@ import pytest
 
 from iclrbench import runner
 from iclrbench.claims import check_claims
-from iclrbench.leaderboard.store import ResultStore
+from iclrbench.core.store import ResultStore
 
 TASK = "contextual-bilateral-trade"
 

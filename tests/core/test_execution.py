@@ -10,7 +10,7 @@ import pytest
 
 from iclrbench import runner, sweep
 from iclrbench.core.errors import UserError
-from iclrbench.leaderboard.store import ResultStore
+from iclrbench.core.store import ResultStore
 from tests.conftest import BenchRunner
 
 pytestmark = pytest.mark.usefixtures("plugin")

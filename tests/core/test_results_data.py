@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import iclrbench
-from iclrbench.leaderboard.store import ResultStore
+from iclrbench.core.store import ResultStore
 from tests.conftest import BenchRunner
 
 pytestmark = pytest.mark.usefixtures("plugin")

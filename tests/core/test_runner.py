@@ -6,7 +6,7 @@ import pytest
 
 from iclrbench import runner
 from iclrbench.core.errors import UserError
-from iclrbench.leaderboard.store import ResultStore
+from iclrbench.core.store import ResultStore
 
 TASK = "contextual-bilateral-trade"
 

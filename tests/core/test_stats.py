@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iclrbench.leaderboard import stats
+from iclrbench.core import stats
 
 
 def test_iqm_discards_the_outer_quartiles() -> None:

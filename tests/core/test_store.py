@@ -7,8 +7,8 @@ import pytest
 
 from iclrbench.core.errors import UserError
 from iclrbench.core.result import RunResult
+from iclrbench.core.store import ResultStore
 from iclrbench.core.task import ClaimResult
-from iclrbench.leaderboard.store import ResultStore
 
 
 def make_result(seed: int = 0, status: str = "ok", regret: float = 1.0) -> RunResult:
@@ -100,7 +100,7 @@ def test_locked_database_is_a_user_error(db: Path, monkeypatch: pytest.MonkeyPat
     ResultStore(db).close()
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
-    monkeypatch.setattr("iclrbench.leaderboard.store.BUSY_TIMEOUT_MS", 100)
+    monkeypatch.setattr("iclrbench.core.store.BUSY_TIMEOUT_MS", 100)
     try:
         store = ResultStore(db)
         store._conn.execute("PRAGMA busy_timeout = 100")

@@ -13,7 +13,7 @@ import pytest
 from iclrbench import runner
 from iclrbench.cli import write_leaderboard_html
 from iclrbench.core.result import RunResult, provenance
-from iclrbench.leaderboard.store import ResultStore
+from iclrbench.core.store import ResultStore
 
 pytestmark = pytest.mark.usefixtures("plugin")
 

@@ -149,6 +149,9 @@ class BilateralTradeTask(Task):
         "PricingPolicy: play(market) posts (p, q) for every round in order via market.post(p, q); "
         "per-step policies implement act(x) -> (p, q) and update(x, p, q, feedback) instead"
     )
+    gym_envs = {  # noqa: RUF012  (read-only class data, as in Task)
+        "iclrbench/ContextualBilateralTrade-v0": "iclrbench.envs.bilateral_trade:ContextualBilateralTradeEnv"
+    }
     algorithm_modules = ("iclrbench.algorithms.bilateral_trade", "iclrbench.baselines.bilateral_trade")
     demo_settings = (
         {},

@@ -32,6 +32,7 @@ from iclrbench.core.task import (
     Metric,
     Outcome,
     Paper,
+    Requirement,
     RunRequest,
     Task,
     Verdict,
@@ -228,6 +229,7 @@ class CrystalTask(Task):
         Metric("seconds", False, "s", "fit + sample, wall clock"),
     )
     protocol = "CrystalGenerator: fit(train: list[pymatgen Structure]); sample(n) -> list[Structure | None]"
+    requires = Requirement("crystals", ("torch", "pymatgen", "pyxtal", "spglib", "smact", "matminer"))
     algorithm_modules = ("iclrbench.algorithms.crystals", "iclrbench.baselines.crystals")
     claims = (
         Claim(

@@ -33,6 +33,7 @@ from iclrbench.core.task import (
     Metric,
     Outcome,
     Paper,
+    Requirement,
     RunRequest,
     Task,
     Verdict,
@@ -209,6 +210,7 @@ class DpAuditTask(Task):
         Metric("seconds", False, "s", "wall-clock seconds of training and scoring"),
     )
     protocol = "AuditAdversary: craft(game) -> Canary(steps, gradient | example); score(game, final_params)"
+    requires = Requirement("privacy", ("torch", "opacus"))
     algorithm_modules = ("iclrbench.algorithms.dp_audit", "iclrbench.baselines.dp_audit")
     claims = (
         Claim(

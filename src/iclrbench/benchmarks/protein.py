@@ -19,6 +19,7 @@ from iclrbench.algorithms.protein import SequenceOptimizer
 from iclrbench.core.algorithm import Algorithm
 from iclrbench.core.result import RunResult
 from iclrbench.core.seeding import rng_for
+from iclrbench.core.stats import probability_of_improvement
 from iclrbench.core.task import (
     Budget,
     Claim,
@@ -26,6 +27,7 @@ from iclrbench.core.task import (
     Metric,
     Outcome,
     Paper,
+    Requirement,
     RunRequest,
     Task,
     Verdict,
@@ -33,7 +35,6 @@ from iclrbench.core.task import (
     ok_runs,
 )
 from iclrbench.envs.protein import ProteinConfig, SequenceBlackBox
-from iclrbench.leaderboard.stats import probability_of_improvement
 from iclrbench.models.torch_threads import one_torch_thread
 
 TASK_ID = "protein-combinatorial-bo"
@@ -133,6 +134,7 @@ class ProteinTask(Task):
         Metric("seconds", False, "s", "wall-clock seconds of the algorithm (ask/tell)"),
     )
     protocol = "SequenceOptimizer: ask(n) -> (n, L) int array of letters 0..19; tell(X, y)"
+    requires = Requirement("protein", ("torch", "botorch", "gpytorch"))
     algorithm_modules = ("iclrbench.algorithms.protein", "iclrbench.baselines.protein")
     demo_settings = ({},)
     claims = (

@@ -1,9 +1,12 @@
-"""Where tasks and algorithms are found: the built-in list, then the entry points of installed plugins.
+"""Where tasks and algorithms are found: the entry points of installed distributions -- this package's
+own built-in tasks exactly as a plugin's.
 
-Built-in tasks are named here explicitly (no registration by import side effect). A third-party package
-adds a task with an entry point in group ``iclrbench.tasks`` (``name = "pkg.module:TaskClass"``) and
-algorithms with group ``iclrbench.algorithms`` (``name = "pkg.module"``, a module whose classes use
-:func:`iclrbench.core.algorithm.register_algorithm`, or ``"pkg.module:Class"``).
+A distribution adds a task with an entry point in group ``iclrbench.tasks`` (``task-id =
+"pkg.module:TaskClass"``; the name must equal the class's ``id``) and algorithms with group
+``iclrbench.algorithms`` (``name = "pkg.module"``, a module whose classes use
+:func:`iclrbench.core.algorithm.register_algorithm`, or ``"pkg.module:Class"``). Nothing is registered
+by importing a module as a side effect; the built-in tasks are the ``[project.entry-points]`` of
+iclrbench's own ``pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -19,47 +22,52 @@ if TYPE_CHECKING:
     from iclrbench.core.algorithm import Algorithm
     from iclrbench.core.task import Task
 
-#: built-in tasks: id -> "module:Class"; modules import only numpy-level dependencies at top level
-BUILTIN_TASKS: dict[str, str] = {
-    "contextual-bilateral-trade": "iclrbench.benchmarks.bilateral_trade:BilateralTradeTask",
-    "protein-combinatorial-bo": "iclrbench.benchmarks.protein:ProteinTask",
-    "dp-hidden-state-audit": "iclrbench.benchmarks.dp_audit:DpAuditTask",
-    "symmetric-crystal-generation": "iclrbench.benchmarks.crystals:CrystalTask",
-}
+TASK_GROUP = "iclrbench.tasks"
+ALGORITHM_GROUP = "iclrbench.algorithms"
 
 _tasks: Registry[type[Task]] = Registry("task")
 _algorithms: dict[str, Registry[type[Algorithm]]] = {}
 _state = {"tasks_loaded": False, "plugins_loaded": False}
 
 
-def _load(target: str) -> object:
-    module_name, _, attr = target.partition(":")
-    module = importlib.import_module(module_name)
-    return getattr(module, attr) if attr else module
+class CatalogError(Exception):
+    """An installed distribution declares a task inconsistently (a packaging bug, not a user error)."""
 
 
 def _entry_points(group: str) -> list[metadata.EntryPoint]:
-    return list(metadata.entry_points(group=group))
+    # one entry per name: an editable install next to a stale copy of the same package lists both
+    unique: dict[tuple[str, str], metadata.EntryPoint] = {}
+    for ep in metadata.entry_points(group=group):
+        unique.setdefault((ep.name, ep.value), ep)
+    # the package's own tasks first, in their declared order; then plugins
+    return sorted(unique.values(), key=lambda ep: ep.value.split(".")[0] != "iclrbench")
 
 
 def _ensure_tasks() -> None:
     if _state["tasks_loaded"]:
         return
     _state["tasks_loaded"] = True
-    for task_id, target in BUILTIN_TASKS.items():
-        _tasks.add(task_id, _load(target))  # type: ignore[arg-type]
-    for ep in _entry_points("iclrbench.tasks"):
+    for ep in _entry_points(TASK_GROUP):
         cls = ep.load()
-        if cls.id not in _tasks:
-            _tasks.add(cls.id, cls)
+        task_id = getattr(cls, "id", None)
+        if task_id != ep.name:
+            raise CatalogError(
+                f"entry point '{ep.name} = {ep.value}' (group {TASK_GROUP}) names a task whose id is "
+                f"{task_id!r}: the entry point's name must be the task's id"
+            )
+        if task_id not in _tasks:
+            _tasks.add(task_id, cls)
 
 
 def _ensure_algorithms(task_cls: type[Task]) -> None:
+    reason = task_cls.unavailable()
+    if reason is not None:
+        raise UserError(reason)
     for module in task_cls.algorithm_modules:
         importlib.import_module(module)
     if not _state["plugins_loaded"]:
         _state["plugins_loaded"] = True
-        for ep in _entry_points("iclrbench.algorithms"):
+        for ep in _entry_points(ALGORITHM_GROUP):
             ep.load()  # a module import or a class whose decorator registers it
 
 
@@ -82,6 +90,12 @@ def task_ids() -> list[str]:
 def get_task(task_id: str) -> Task:
     _ensure_tasks()
     return _tasks.get(task_id)()
+
+
+def task_classes() -> list[type[Task]]:
+    """Every registered task class, built-ins first (no instance is made, nothing heavy imported)."""
+    _ensure_tasks()
+    return [_tasks.get(name) for name in _tasks.names()]
 
 
 def algorithms(task_id: str) -> dict[str, type[Algorithm]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -50,6 +51,49 @@ class Budget:
     cost: str
 
 
+@dataclasses.dataclass(frozen=True)
+class Requirement:
+    """What a task needs beyond the core: the pip extra that installs it and the modules it imports.
+
+    ``missing()`` looks the modules up without importing them (``bench list`` stays fast).
+    """
+
+    extra: str = ""
+    modules: tuple[str, ...] = ()
+
+    def missing(self) -> list[str]:
+        """The required top-level modules that cannot be found in this environment."""
+        out = []
+        for name in self.modules:
+            try:
+                found = importlib.util.find_spec(name) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                out.append(name)
+        return out
+
+    @property
+    def install_hint(self) -> str:
+        """The one line that installs what is missing."""
+        return f"pip install 'iclrbench[{self.extra}]'" if self.extra else "pip install iclrbench"
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    """What one run of a config occupies. ``processes`` counts CPU slots: ``-j N`` never runs more than N
+    at once, and dask receives them as the worker resource ``processes``. ``memory_gb`` is an estimate of
+    the peak (informative); ``accelerator`` is e.g. ``"cuda"`` when a run needs one."""
+
+    processes: int = 1
+    memory_gb: float | None = None
+    accelerator: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.processes < 1:
+            raise ValueError(f"a run needs at least one process, not {self.processes}")
+
+
 @dataclasses.dataclass
 class Curve:
     """A curve over a shared x grid (e.g. regret over rounds t); one per run, aggregated over seeds."""
@@ -80,12 +124,18 @@ class RunRequest:
 
 @dataclasses.dataclass(frozen=True)
 class ClaimResult:
+    """One verdict as stored: which claim (and which version of its rule), judged at which budget, on
+    runs of which task version and base config (the budget's config, before the claim's overrides)."""
+
     task: str
     id: str
     statement: str
     verdict: Verdict
     measured: dict[str, Any]
     budget: str
+    task_version: int = 0
+    config_hash: str = ""
+    claim_version: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +150,10 @@ class Claim:
     statement: str
     requests: Callable[[str], Sequence[RunRequest]]
     judge: Callable[[list[list[RunResult]]], tuple[Verdict, dict[str, Any]]]
+    #: bump when the decision rule changes, so that verdicts of the old rule are told apart
+    version: int = 1
+    #: the budget the claim is defined at; verdicts from other budgets are shown as "not checked"
+    budget: str = "small"
 
 
 def ok_runs(runs: Sequence[RunResult]) -> list[RunResult]:
@@ -129,6 +183,22 @@ class Task(abc.ABC):
     algorithm_modules: ClassVar[tuple[str, ...]] = ()
     #: config overrides that ``make demo`` runs, one leaderboard table each
     demo_settings: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
+    #: the extra and modules the task needs; a task whose modules are missing is listed as unavailable
+    requires: ClassVar[Requirement] = Requirement()
+    #: gymnasium ids the task's environments register under -> "module:Class" (imported only on make())
+    gym_envs: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """``None`` when the task can run here, else one line naming what is missing and its pip line."""
+        missing = cls.requires.missing()
+        if not missing:
+            return None
+        return f"{cls.id} needs {', '.join(missing)}: {cls.requires.install_hint}"
+
+    def resources(self, config: Any) -> Resources:
+        """What one run of ``config`` occupies (processes, memory, accelerator). Default: one process."""
+        return Resources()
 
     @property
     def primary_metric(self) -> Metric:

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-#: gymnasium id -> entry point ("module:attribute"); gymnasium imports the module only on make()
-GYM_ENVS = {
-    "iclrbench/ContextualBilateralTrade-v0": "iclrbench.envs.bilateral_trade:ContextualBilateralTradeEnv",
-}
-
 
 def register_envs() -> None:
-    """Register every environment with gymnasium, if gymnasium is installed; idempotent."""
+    """Register every registered task's gymnasium environments (``Task.gym_envs``: id -> "module:Class",
+    imported only on ``gym.make``); idempotent. Plugins' tasks are included."""
     try:
         from gymnasium.envs.registration import register, registry
     except ImportError:  # gymnasium is a dependency, but the suite's core does not need it
         return
-    for env_id, entry_point in GYM_ENVS.items():
-        if env_id not in registry:
-            register(id=env_id, entry_point=entry_point)
+    from iclrbench.core import catalog
+
+    for task_cls in catalog.task_classes():
+        for env_id, entry_point in task_cls.gym_envs.items():
+            if env_id not in registry:
+                register(id=env_id, entry_point=entry_point)

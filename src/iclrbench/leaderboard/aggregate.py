@@ -14,11 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from iclrbench.core import catalog
+from iclrbench.core import catalog, stats
 from iclrbench.core.errors import UserError
 from iclrbench.core.result import RunResult
 from iclrbench.core.task import Metric
-from iclrbench.leaderboard import stats
 
 
 @dataclasses.dataclass

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from iclrbench.core import stats
 from iclrbench.core.task import ClaimResult
-from iclrbench.leaderboard import stats
 from iclrbench.leaderboard.aggregate import Table, by_task
 
 FAMILIES = ("reference", "baseline", "oracle")
