@@ -12,6 +12,8 @@ import pytest
 
 from iclrbench.cli import main
 from iclrbench.core import catalog
+from iclrbench.core.result import RunResult
+from iclrbench.testing import fake_run
 
 PLUGIN_DIR = Path(__file__).parent / "plugin"
 PLUGIN_MODULE = "iclrbench_testplugin"
@@ -65,3 +67,10 @@ def plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         else:
             catalog._algorithms[name]._items.clear()
             catalog._algorithms[name]._items.update(saved_algorithms[name])
+
+
+@pytest.fixture
+def make_run() -> Callable[..., RunResult]:
+    """The shared fake-run builder, :func:`iclrbench.testing.fake_run` (``make_run(task, algorithm, seed,
+    metrics, role=..., config=...)``); :func:`iclrbench.testing.fake_runs` makes one per seed."""
+    return fake_run
