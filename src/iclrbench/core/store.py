@@ -4,6 +4,17 @@ Only the driver process writes. Each finished run is committed on its own, so an
 every run that finished. A failed run is stored with its error and replaced when retried; a finished
 (``ok``) run is replaced only when asked (``--force``). Claims' verdicts are stored beside the runs.
 The schema of a row is :mod:`iclrbench.core.result`.
+
+Safety rules, each tested (tests/core/test_store.py, tests/core/test_data_safety.py):
+
+- a file that is not ours (not SQLite, or SQLite without our ``application_id``) is never written;
+- several processes may create the same new file at once (job arrays): the schema is created in one
+  ``BEGIN IMMEDIATE`` transaction, retried while another process holds the lock, and an empty file is
+  taken for one that such a process is just creating;
+- a writer checks that the file can be written before anything is computed; a reader opens the file
+  read-only (``mode=ro``, or ``immutable=1`` in a read-only folder), so a read-only store stays readable;
+- :func:`refuse_overwrite` keeps every output file (``--output``, ``--html``) off the store and off any
+  SQLite file.
 """
 
 from __future__ import annotations
@@ -11,6 +22,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
+import urllib.parse
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +37,20 @@ DEFAULT_DB = Path(".iclrbench") / "results.sqlite"
 #: marks a SQLite file as ours (PRAGMA application_id), so a stranger's database is never written to
 APPLICATION_ID = 0x1C1B2025
 BUSY_TIMEOUT_MS = 30_000
+#: the first 16 bytes of every SQLite 3 database file
+SQLITE_HEADER = b"SQLite format 3\x00"
+#: how long opening waits for another process that is creating the same file's schema
+INIT_PATIENCE_S = 60.0
+#: companion files SQLite keeps next to a database (never an output either)
+_COMPANIONS = ("", "-wal", "-shm", "-journal")
 
+_CLAIMS_TABLE = """CREATE TABLE IF NOT EXISTS claims (
+    task TEXT NOT NULL, claim_id TEXT NOT NULL, budget TEXT NOT NULL,
+    statement TEXT NOT NULL, verdict TEXT NOT NULL, measured TEXT NOT NULL, created_at TEXT NOT NULL,
+    task_version INTEGER NOT NULL DEFAULT 0, config_hash TEXT NOT NULL DEFAULT '',
+    claim_version INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (task, claim_id, budget, task_version, config_hash)
+)"""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -40,13 +66,9 @@ CREATE TABLE IF NOT EXISTS runs (
     provenance TEXT NOT NULL, created_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_by_task ON runs (task, task_version, config_hash, algorithm);
-CREATE TABLE IF NOT EXISTS claims (
-    task TEXT NOT NULL, claim_id TEXT NOT NULL, budget TEXT NOT NULL,
-    statement TEXT NOT NULL, verdict TEXT NOT NULL, measured TEXT NOT NULL, created_at TEXT NOT NULL,
-    PRIMARY KEY (task, claim_id, budget)
-);
+{claims}
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
+""".format(claims=_CLAIMS_TABLE + ";")
 
 _JSON_FIELDS = ("config", "params", "metrics", "curves", "provenance")
 _COLUMNS = (
@@ -79,73 +101,239 @@ def resolve_path(db: str | os.PathLike[str] | None) -> Path:
     return Path(db or os.environ.get("ICLRBENCH_DB") or DEFAULT_DB)
 
 
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(len(SQLITE_HEADER))
+
+
+def _identity(conn: sqlite3.Connection) -> tuple[int, set[str]]:
+    """The file's application id and table names (0 and none for a new, empty database)."""
+    app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return app_id, tables
+
+
+def _has_claim_versions(conn: sqlite3.Connection) -> bool:
+    return "task_version" in {r[1] for r in conn.execute("PRAGMA table_info(claims)")}
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def refuse_overwrite(
+    target: str | os.PathLike[str], store: str | os.PathLike[str] | None, option: str
+) -> None:
+    """Raise :class:`UserError` if writing ``target`` could replace the results store ``store`` (or its
+    ``-wal``/``-shm``/``-journal``) or any SQLite database, however the file is named: another
+    spelling, a symbolic link or a hard link to it (``os.path.samefile``), or a different database
+    altogether (its first 16 bytes are the SQLite header)."""
+    target_path = Path(target)
+    if store is not None:
+        for suffix in _COMPANIONS:
+            companion = Path(f"{store}{suffix}")
+            same = (
+                os.path.samefile(target_path, companion)
+                if target_path.exists() and companion.exists()
+                else os.path.realpath(target_path) == os.path.realpath(companion)
+            )
+            if same:
+                raise UserError(
+                    f"{option} {target}: that is the results store {store}{suffix}; refusing to overwrite it"
+                )
+    if target_path.is_file():
+        try:
+            head = _head(target_path)
+        except OSError:
+            return  # unreadable: the write itself will fail with its own message
+        if head == SQLITE_HEADER:
+            raise UserError(f"{option} {target}: is an SQLite database; refusing to overwrite it")
+
+
 class ResultStore:
-    """Open (creating if absent) the results database at ``path``; bad files raise :class:`UserError`."""
+    """The results database at ``path`` (see :func:`resolve_path`).
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, create: bool = True) -> None:
+    ``create``: make the file when it is absent (writers). ``readonly``: open it for reading only
+    (``leaderboard``, ``export``, ``show``): it must exist, and it is never written, so a store on a
+    read-only file or in a read-only folder can still be read. A file that cannot be used, or that is
+    not ours, raises :class:`UserError` and is left untouched.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, create: bool = True, readonly: bool = False
+    ) -> None:
         self.path = resolve_path(path)
-        self._conn = self._open(create)
+        self.readonly = readonly
+        self._conn = self._open_readonly() if readonly else self._open(create)
 
-    def _open(self, create: bool) -> sqlite3.Connection:
+    # opening ------------------------------------------------------------------------------------
+    def _check_file(self, must_exist: bool) -> bool:
+        """Refuse a directory or a file that is not SQLite; return whether the file exists."""
         path = self.path
         if path.is_dir():
             raise UserError(f"--db {path}: is a directory, not a results file")
-        exists = path.exists()
-        if not exists and not create:
-            raise UserError(f"no results database at {path} (run 'bench run' first or pass --db)")
-        if exists:
-            with open(path, "rb") as fh:  # never hand a foreign file to sqlite for writing
-                head = fh.read(16)
-            if head and head != b"SQLite format 3\x00":
-                raise UserError(f"--db {path}: not a results database (not an SQLite file); left untouched")
-        else:
+        if not path.exists():
+            if must_exist:
+                raise UserError(f"no results database at {path} (run 'bench run' first or pass --db)")
+            return False
+        try:
+            head = _head(path)
+        except OSError as exc:
+            raise UserError(f"--db {path}: cannot read ({exc.strerror})") from None
+        # never hand a foreign file to sqlite; an empty file is one being created (by us or a sibling)
+        if head and head != SQLITE_HEADER:
+            raise UserError(f"--db {path}: not a results database (not an SQLite file); left untouched")
+        return True
+
+    def _open(self, create: bool) -> sqlite3.Connection:
+        path = self.path
+        exists = self._check_file(must_exist=not create)
+        if not exists:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.touch()
-                path.unlink()
+                # O_CREAT without O_EXCL or O_TRUNC: creates an empty file, or keeps the one a concurrent
+                # process has just made; never removes anything (a sibling may already have it open)
+                os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o666))
             except OSError as exc:
                 raise UserError(f"--db {path}: cannot create the results file ({exc.strerror})") from None
+        self._check_writable()
         try:
             conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
             raise UserError(f"--db {path}: not a readable results database ({exc})") from None
-        if app_id == 0 and not tables:
-            app_id, tables = self._initialise(conn)
-        if app_id != APPLICATION_ID:
+        try:
+            self._initialise(conn)
+            self._migrate(conn)
+            self._probe_write(conn)
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except BaseException:
             conn.close()
-            raise UserError(
-                f"--db {path}: an SQLite file that is not an iclrbench results database; untouched"
-            )
-        conn.execute("PRAGMA synchronous = NORMAL")
+            raise
         return conn
 
-    def _initialise(self, conn: sqlite3.Connection) -> tuple[int, set[str]]:
-        """Create the schema in one transaction, so that a second process opening the file at the same
-        moment sees either nothing or the whole schema with our application id -- never half of it."""
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("BEGIN IMMEDIATE")
-            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if app_id == 0 and not tables:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                conn.execute(
-                    "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+    def _check_writable(self) -> None:
+        """Before anything is computed: the file and its folder (SQLite puts ``-wal``/``-shm`` beside the
+        file) must be writable, else the results of a long run would be lost at the first write."""
+        folder = self.path.parent if str(self.path.parent) else Path(".")
+        for target in (self.path, folder):
+            if not os.access(target, os.W_OK):
+                raise UserError(
+                    f"--db {self.path}: cannot be written ({'folder' if target == folder else 'file'} is "
+                    "read-only); 'bench leaderboard', 'export' and 'show' can still read it"
                 )
-                app_id = APPLICATION_ID
+
+    def _probe_write(self, conn: sqlite3.Connection) -> None:
+        """A write rolled back at once: catches what ``os.access`` cannot see (a file SQLite could only
+        open read-only), before any run is computed."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('write_probe', '')")
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):
+                return  # another process is writing it: writable, and each put waits its turn
+            raise UserError(
+                f"--db {self.path}: cannot be written ({exc}); 'bench leaderboard', 'export' and 'show' "
+                "can still read it"
+            ) from None
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+
+    def _initialise(self, conn: sqlite3.Connection) -> None:
+        """Create the schema if the file is new, and check that the file is ours.
+
+        Safe under concurrent first use: the schema and our application id are written in one
+        ``BEGIN IMMEDIATE`` transaction, so another process sees either an empty database (and waits
+        for the lock, then finds the schema) or all of it, never half. ``SQLITE_BUSY`` from a sibling
+        that is switching the new file to WAL mode is retried until :data:`INIT_PATIENCE_S`.
+        """
+        deadline = time.monotonic() + INIT_PATIENCE_S
+        delay = 0.005
+        while True:
+            try:
+                app_id, tables = _identity(conn)
+                if app_id == APPLICATION_ID:
+                    return
+                if app_id != 0 or tables:
+                    raise UserError(
+                        f"--db {self.path}: an SQLite file that is not an iclrbench results database; "
+                        "untouched"
+                    )
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("BEGIN IMMEDIATE")
+                app_id, tables = _identity(conn)  # again, under the lock: a sibling may have won
+                if app_id == 0 and not tables:
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                    conn.execute(
+                        "INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                    )
+                conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if _is_busy(exc) and time.monotonic() < deadline:
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.2)
+                    continue
+                raise UserError(f"--db {self.path}: cannot initialise the results file ({exc})") from None
+            except sqlite3.DatabaseError as exc:
+                raise UserError(f"--db {self.path}: not a readable results database ({exc})") from None
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        """Bring a store written by an older iclrbench up to date, in place, keeping every row.
+
+        The claims table gained ``task_version``, ``config_hash`` and ``claim_version`` and a key that
+        includes the first two. ``ALTER TABLE ADD COLUMN`` cannot change a primary key, so the table is
+        rebuilt in one transaction (SQLite's documented way); old verdicts get version 0 and hash ''.
+        """
+        if _has_claim_versions(conn):
+            return
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            if not _has_claim_versions(conn):  # a sibling may have migrated meanwhile
+                conn.execute("ALTER TABLE claims RENAME TO claims_before_versions")
+                conn.execute(_CLAIMS_TABLE)
+                conn.execute(
+                    "INSERT INTO claims (task, claim_id, budget, statement, verdict, measured, created_at) "
+                    "SELECT task, claim_id, budget, statement, verdict, measured, created_at "
+                    "FROM claims_before_versions"
+                )
+                conn.execute("DROP TABLE claims_before_versions")
             conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            conn.close()
-            raise UserError(f"--db {self.path}: cannot initialise the results file ({exc})") from None
-        return app_id, tables
+            raise UserError(f"--db {self.path}: cannot upgrade the results file ({exc})") from None
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """Open for reading only; nothing is written, not even ``-wal``/``-shm`` in a read-only folder."""
+        self._check_file(must_exist=True)
+        uri = "file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro"
+        # mode=ro still needs the -shm file of a WAL database, which a read-only folder cannot get;
+        # then immutable=1 reads the main file alone (in a read-only folder no writer can be running)
+        attempts = [uri, uri + "&immutable=1"]
+        error: Exception | None = None
+        for candidate in attempts:
+            try:
+                conn = sqlite3.connect(
+                    candidate, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+                )
+                app_id, _tables = _identity(conn)
+            except sqlite3.DatabaseError as exc:
+                error = exc
+                continue
+            if app_id != APPLICATION_ID:
+                conn.close()
+                raise UserError(
+                    f"--db {self.path}: an SQLite file that is not an iclrbench results database; untouched"
+                )
+            return conn
+        raise UserError(f"--db {self.path}: not a readable results database ({error})")
 
     def close(self) -> None:
         self._conn.close()
@@ -227,9 +415,11 @@ class ResultStore:
 
     # claims -------------------------------------------------------------------------------------
     def put_claim(self, claim: ClaimResult, created_at: str) -> None:
+        """Store a verdict: one per (task, claim, budget, task version, config hash), the newest kept."""
         with self._write() as conn:
             conn.execute(
-                "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO claims (task, claim_id, budget, statement, verdict, measured, "
+                "created_at, task_version, config_hash, claim_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     claim.task,
                     claim.id,
@@ -238,18 +428,65 @@ class ResultStore:
                     claim.verdict,
                     json.dumps(claim.measured, sort_keys=True),
                     created_at,
+                    claim.task_version,
+                    claim.config_hash,
+                    claim.claim_version,
                 ),
             )
 
-    def claims(self, task: str | None = None) -> list[ClaimResult]:
-        sql, args = "SELECT task, claim_id, statement, verdict, measured, budget FROM claims", []
+    def claims(self, task: str | None = None, *, all_versions: bool = False) -> list[ClaimResult]:
+        """Stored verdicts, ordered by task, claim and budget.
+
+        By default only those judged on the task's current version (the installed task's ``version``)
+        by the claim's current rule (``Claim.version``), one per (task, claim, budget): the newest if
+        several base configs were judged. A claim the task no longer has is left out. For a task that is
+        not installed, its newest stored version stands in. ``all_versions`` returns every verdict.
+        """
+        versioned = _has_claim_versions(self._conn)  # a read-only store may predate the columns
+        extra = "task_version, config_hash, claim_version" if versioned else "0, '', 0"
+        sql = f"SELECT task, claim_id, statement, verdict, measured, budget, {extra}, created_at FROM claims"
+        args: list[Any] = []
         if task is not None:
             sql += " WHERE task = ?"
             args.append(task)
-        return [
-            ClaimResult(task=t, id=i, statement=s, verdict=v, measured=json.loads(m), budget=b)
-            for t, i, s, v, m, b in self._conn.execute(sql + " ORDER BY task, claim_id, budget", args)
+        rows = self._conn.execute(sql + " ORDER BY task, claim_id, budget, created_at", args).fetchall()
+        results = [
+            ClaimResult(
+                task=t,
+                id=i,
+                statement=s,
+                verdict=v,
+                measured=json.loads(m),
+                budget=b,
+                task_version=int(tv),
+                config_hash=ch,
+                claim_version=int(cv),
+            )
+            for t, i, s, v, m, b, tv, ch, cv, _created in rows
         ]
+        return results if all_versions else _current_claims(results)
 
     def integrity(self) -> str:
         return str(self._conn.execute("PRAGMA integrity_check").fetchone()[0])
+
+
+def _current_claims(results: list[ClaimResult]) -> list[ClaimResult]:
+    """The verdicts of each task's current version and each claim's current rule (see ``claims``)."""
+    from iclrbench.core import catalog  # late: the store itself needs no task
+
+    installed = {cls.id: cls for cls in catalog.task_classes()}
+    newest_stored: dict[str, int] = {}
+    for c in results:
+        newest_stored[c.task] = max(newest_stored.get(c.task, c.task_version), c.task_version)
+    kept: dict[tuple[str, str, str], ClaimResult] = {}
+    for c in results:  # ordered by created_at within a claim: a later verdict replaces an earlier one
+        cls = installed.get(c.task)
+        if cls is None:
+            if c.task_version != newest_stored[c.task]:
+                continue
+        else:
+            rules = {claim.id: claim.version for claim in cls.claims}
+            if c.task_version != cls.version or rules.get(c.id) != c.claim_version:
+                continue
+        kept[(c.task, c.id, c.budget)] = c
+    return list(kept.values())
