@@ -1,12 +1,18 @@
 """Comparisons across tasks and between algorithms, for the index page.
 
 Scores of different tasks are in different units, so they are compared only after normalising each
-leaderboard table ("problem") to [0, 1] on its primary metric: 1 for the best algorithm's mean, 0 for the
-worst. Where tasks share an algorithm (same name), its normalised scores are shown side by side; every
-task has a ``reference`` and ``baseline`` family, so families are compared by performance profiles
-(Dolan & More 2002; as in rliable, Agarwal et al. 2021): the fraction of problems on which the family's
-best member is within tau of the best. Elsewhere only ranks are comparable. Probability of improvement
-between two algorithms of one table is rliable's P(X > Y) over pairs of runs.
+leaderboard table ("problem") to [0, 1] on its primary metric. Where tasks share an algorithm (same name),
+its normalised mean scores are shown side by side (1 for the best algorithm's mean, 0 for the worst).
+
+Performance profiles (:func:`profiles`) are rliable's score distributions over *runs* (Agarwal et al.,
+NeurIPS 2021): every run is normalised within its problem (0 = the worst run of any algorithm there,
+1 = the best), and an algorithm's profile at tau is the fraction of its runs within tau of the best,
+averaged over the problems it appears on. A family (every task has ``reference`` and ``baseline``
+algorithms) is the average of its members' profiles on each problem, so its size does not matter:
+scoring a family by its best member made three identical baselines beat one identical reference
+0.75 to 0.25 at tau = 0. Bands are percentile stratified bootstrap intervals (runs resampled within each
+problem and algorithm, the normalisation held fixed, as rliable does), pointwise in tau.
+Probability of improvement between two algorithms of one table is rliable's P(X > Y) over pairs of runs.
 """
 
 from __future__ import annotations
@@ -19,10 +25,26 @@ import numpy as np
 
 from iclrbench.core import stats
 from iclrbench.core.task import ClaimResult
-from iclrbench.leaderboard.aggregate import Table, by_task
+from iclrbench.leaderboard.aggregate import Row, Table, by_task
 
 FAMILIES = ("reference", "baseline", "oracle")
 TAUS = tuple(float(t) for t in np.linspace(0.0, 1.0, 21))
+PROFILE_REPS = 1000
+PROFILE_BAND = "pointwise 95% percentile stratified bootstrap over runs"
+
+
+@dataclasses.dataclass
+class Profile:
+    """A performance profile over runs: ``fraction[i]`` of the runs lie within ``taus[i]`` of the best;
+    ``low``/``high`` are the band ``band`` names; ``problems`` and ``runs`` say what it rests on."""
+
+    taus: list[float]
+    fraction: list[float]
+    low: list[float]
+    high: list[float]
+    problems: int
+    runs: int
+    band: str = PROFILE_BAND
 
 
 @dataclasses.dataclass
@@ -96,7 +118,8 @@ def problems(tables: Sequence[Table]) -> list[Table]:
 
 
 def family_scores(tables: Sequence[Table]) -> dict[str, list[float]]:
-    """Per family (role), its best member's normalised score on each problem where it appears."""
+    """Per family (role), the mean of its members' normalised scores on each problem where it appears
+    (the mean, not the best member: a family's size must not raise its score)."""
     out: dict[str, list[float]] = {f: [] for f in FAMILIES}
     for t in problems(tables):
         scores = normalised_scores(t)
@@ -104,8 +127,77 @@ def family_scores(tables: Sequence[Table]) -> dict[str, list[float]]:
         for family in FAMILIES:
             members = [s for a, s in scores.items() if roles.get(a) == family]
             if members:
-                out[family].append(max(members))
+                out[family].append(float(np.mean(members)))
     return {f: v for f, v in out.items() if v}
+
+
+def run_scores(table: Table) -> dict[str, np.ndarray]:
+    """Row label -> its runs' primary values normalised within the table: 1 = the best run of any row,
+    0 = the worst (all 1 when every run scored the same). Rows without finite values are left out."""
+    higher = table.primary.higher_is_better
+    values = {
+        _label(r): np.asarray(r.primary_values, dtype=float)
+        for r in table.rows
+        if r.primary_values and np.isfinite(r.primary_values).all()
+    }
+    if not values:
+        return {}
+    pooled = np.concatenate(list(values.values()))
+    best, worst = (pooled.max(), pooled.min()) if higher else (pooled.min(), pooled.max())
+    span = best - worst
+    return {k: np.ones_like(v) if span == 0 else (v - worst) / span for k, v in values.items()}
+
+
+def _label(row: Row) -> str:
+    return row.algorithm if not row.params_diff else f"{row.algorithm} {row.params_hash}"
+
+
+def profiles(
+    tables: Sequence[Table],
+    by: str = "role",
+    *,
+    taus: Sequence[float] = TAUS,
+    reps: int = PROFILE_REPS,
+    seed: int = 0,
+) -> dict[str, Profile]:
+    """Performance profiles over runs with bootstrap bands, per family (``by="role"``) or per algorithm
+    (``by="algorithm"``). Each problem where a group appears weighs the same; within a problem, each
+    member of a family weighs the same, whatever its number of runs."""
+    tau = np.asarray(taus, dtype=float)
+    rng = np.random.default_rng(seed)
+    # group -> list of (problem index, member weight, runs' scores)
+    cells: dict[str, list[tuple[int, float, np.ndarray]]] = defaultdict(list)
+    for p, table in enumerate(problems(tables)):
+        scores = run_scores(table)
+        groups: dict[str, list[np.ndarray]] = defaultdict(list)
+        for row in table.rows:
+            key = row.role if by == "role" else row.algorithm
+            if _label(row) in scores:
+                groups[key].append(scores[_label(row)])
+        for key, members in groups.items():
+            cells[key] += [(p, 1.0 / len(members), m) for m in members]
+    out = {}
+    for key in sorted(cells, key=lambda k: (FAMILIES.index(k) if k in FAMILIES else len(FAMILIES), k)):
+        n_problems = len({p for p, _, _ in cells[key]})
+        point = np.zeros(tau.size)
+        boot = np.zeros((reps, tau.size))
+        for _, weight, x in cells[key]:
+            within = (1.0 - x)[:, None] <= tau[None, :] + 1e-12  # (runs, taus)
+            point += weight * within.mean(axis=0)
+            idx = rng.integers(0, x.size, size=(reps, x.size))
+            boot += weight * within[idx].mean(axis=1)
+        point /= n_problems
+        boot /= n_problems
+        low, high = np.quantile(boot, [0.025, 0.975], axis=0)
+        out[key] = Profile(
+            taus=tau.tolist(),
+            fraction=point.tolist(),
+            low=low.tolist(),
+            high=high.tolist(),
+            problems=n_problems,
+            runs=sum(x.size for _, _, x in cells[key]),
+        )
+    return out
 
 
 def performance_profile(scores: Sequence[float], taus: Sequence[float] = TAUS) -> list[float]:

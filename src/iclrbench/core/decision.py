@@ -1,0 +1,235 @@
+"""The one decision rule every claim uses: a verdict with a controlled error rate at 3-10 seeds.
+
+A claim is a statement about a quantity measured once per seed: a metric ("d_sg <= 0.2"), a per-seed
+difference between two algorithms on the same environment ("GameOpt beats random search"), or a per-seed
+statistic such as a log-log slope ("slope in [0.55, 0.8]"). The rule:
+
+- the quantity's two-sided 95% Student-t interval is computed over seeds (for two algorithms: on the
+  per-seed differences where both ran the same seeds, since the task gives both the same environment for
+  a seed -- a paired interval; else Welch's unpaired interval);
+- ``reproduced`` when the whole interval lies on the claim's side of its bound, ``not_reproduced`` when
+  it lies wholly on the opposite side, ``inconclusive`` otherwise (and from fewer than 2 seeds).
+  Each way is a one-sided test at alpha / 2 = 0.025, so two identical algorithms are called different
+  at most 2.5% of the time (measured in tests/core/test_decision.py);
+- a conjunction ("A beats both B and C", "d_sg <= 0.2 and >= 95% non-trivial") is ``reproduced`` only
+  when every part is, ``not_reproduced`` when any part is: an intersection-union test, valid at alpha
+  with each part tested at alpha.
+
+The figures (estimate, interval, p-value, seeds, method) go into the claim's ``measured`` dict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from scipy import stats as sps
+
+from iclrbench.core.task import Verdict
+
+if TYPE_CHECKING:
+    from iclrbench.core.result import RunResult
+
+ALPHA = 0.05
+Side = Literal[">", ">=", "<", "<="]
+_OPPOSITE = {">": "<=", ">=": "<", "<": ">=", "<=": ">"}
+
+
+def _fig(x: float) -> float | None:
+    """A figure for ``measured``: 4 significant digits; NaN and infinities become None (strict JSON)."""
+    return float(f"{x:.4g}") if math.isfinite(x) else None
+
+
+def _holds(value: float, side: str, bound: float) -> bool:
+    return {">": value > bound, ">=": value >= bound, "<": value < bound, "<=": value <= bound}[side]
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """One tested statement: ``quantity side bound`` judged on the quantity's interval."""
+
+    verdict: Verdict
+    quantity: str
+    side: str
+    bound: float
+    estimate: float
+    low: float
+    high: float
+    p_value: float
+    seeds: tuple[int, ...]
+    method: str
+    reason: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The figures for a claim's ``measured`` dict (JSON-safe)."""
+        out: dict[str, Any] = {
+            "verdict": self.verdict,
+            "claim": f"{self.quantity} {self.side} {self.bound:g}",
+            "estimate": _fig(self.estimate),
+            "interval": [_fig(self.low), _fig(self.high)],
+            "p_value": _fig(self.p_value),
+            "seeds": list(self.seeds) if len(self.seeds) > 1 else self.seeds[0] if self.seeds else 0,
+            "method": self.method,
+        }
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+def _verdict(low: float, high: float, side: str, bound: float) -> Verdict:
+    if _holds(low, side, bound) and _holds(high, side, bound):
+        return "reproduced"
+    if _holds(low, _OPPOSITE[side], bound) and _holds(high, _OPPOSITE[side], bound):
+        return "not_reproduced"
+    return "inconclusive"
+
+
+def _no_interval(
+    quantity: str, side: str, bound: float, estimate: float, seeds: tuple[int, ...], method: str, reason: str
+) -> Evidence:
+    nan = float("nan")
+    return Evidence("inconclusive", quantity, side, bound, estimate, nan, nan, nan, seeds, method, reason)
+
+
+def _from_t(
+    quantity: str,
+    side: Side,
+    bound: float,
+    estimate: float,
+    se: float,
+    df: float,
+    seeds: tuple[int, ...],
+    method: str,
+    alpha: float,
+) -> Evidence:
+    if se == 0.0:  # no spread at all (e.g. a deterministic count): the estimate is the quantity
+        low = high = estimate
+        p = 1.0 if estimate == bound else 0.0
+    else:
+        half = float(sps.t.ppf(1 - alpha / 2, df)) * se
+        low, high = estimate - half, estimate + half
+        p = float(2 * sps.t.sf(abs(estimate - bound) / se, df))
+    if not all(math.isfinite(v) for v in (estimate, low, high)):
+        return Evidence(
+            "inconclusive", quantity, side, bound, estimate, low, high, p, seeds, method, "not finite"
+        )
+    return Evidence(
+        _verdict(low, high, side, bound), quantity, side, bound, estimate, low, high, p, seeds, method
+    )
+
+
+def threshold(
+    values: Sequence[float] | np.ndarray,
+    side: Side,
+    bound: float,
+    *,
+    quantity: str = "mean",
+    alpha: float = ALPHA,
+) -> Evidence:
+    """Judge ``mean(values) side bound`` on the Student-t (1 - alpha) interval of the mean over seeds."""
+    x = np.asarray(values, dtype=float).ravel()
+    method = f"Student-t {1 - alpha:.0%} interval over seeds"
+    if x.size < 2:
+        est = float(x[0]) if x.size else float("nan")
+        return _no_interval(
+            quantity, side, bound, est, (int(x.size),), method, "fewer than 2 seeds: no interval"
+        )
+    se = float(x.std(ddof=1) / math.sqrt(x.size))
+    return _from_t(quantity, side, bound, float(x.mean()), se, x.size - 1, (int(x.size),), method, alpha)
+
+
+def compare(
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    side: Side = ">",
+    margin: float = 0.0,
+    *,
+    paired: bool,
+    scale_b: float = 1.0,
+    quantity: str = "a - b",
+    alpha: float = ALPHA,
+) -> Evidence:
+    """Judge ``mean(a) - scale_b * mean(b) side margin``.
+
+    ``paired``: ``a[i]`` and ``b[i]`` come from the same seed (same environment), so the interval is the
+    Student-t interval of the per-seed differences. Otherwise Welch's interval (unequal variances,
+    Welch-Satterthwaite degrees of freedom).
+    """
+    x, y = np.asarray(a, dtype=float).ravel(), scale_b * np.asarray(b, dtype=float).ravel()
+    if paired:
+        if x.size != y.size:
+            raise ValueError(f"paired comparison of {x.size} and {y.size} values")
+        ev = threshold(x - y, side, margin, quantity=quantity, alpha=alpha)
+        return dataclasses.replace(ev, method=f"paired {ev.method}")
+    method = f"Welch {1 - alpha:.0%} interval over seeds (unpaired)"
+    if x.size < 2 or y.size < 2:
+        sizes = (int(x.size), int(y.size))
+        return _no_interval(
+            quantity, side, margin, float("nan"), sizes, method, "fewer than 2 seeds in a group"
+        )
+    va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1)) if se > 0 else 1.0
+    return _from_t(
+        quantity, side, margin, float(x.mean() - y.mean()), se, df, (int(x.size), int(y.size)), method, alpha
+    )
+
+
+def metric_values(runs: Sequence[RunResult], metric: str) -> dict[int, float]:
+    """Seed -> value of ``metric`` over the successful runs (NaN where a run lacks it)."""
+    return {r.seed: float(r.metrics.get(metric, float("nan"))) for r in runs if r.status == "ok"}
+
+
+def compare_runs(
+    a: Sequence[RunResult],
+    b: Sequence[RunResult],
+    metric: str,
+    side: Side = ">",
+    margin: float = 0.0,
+    *,
+    paired: bool = True,
+    scale_b: float = 1.0,
+    quantity: str = "",
+    metric_b: str | None = None,
+    alpha: float = ALPHA,
+) -> Evidence:
+    """:func:`compare` on two groups of runs: paired on the seeds both groups ran (when ``paired`` and
+    they share at least 2 seeds; the task must give both algorithms the same environment for a seed),
+    else unpaired. Failed runs are left out."""
+    va, vb = metric_values(a, metric), metric_values(b, metric_b or metric)
+    shared = sorted(va.keys() & vb.keys())
+    label = quantity or (f"{metric}: a - {scale_b:g} b" if scale_b != 1 else f"{metric}: a - b")
+    if paired and len(shared) >= 2:
+        x, y = [va[s] for s in shared], [vb[s] for s in shared]
+        return compare(x, y, side, margin, paired=True, scale_b=scale_b, quantity=label, alpha=alpha)
+    x, y = list(va.values()), list(vb.values())
+    return compare(x, y, side, margin, paired=False, scale_b=scale_b, quantity=label, alpha=alpha)
+
+
+def combine(parts: Mapping[str, Evidence], **extra: Any) -> tuple[Verdict, dict[str, Any]]:
+    """All parts must hold: ``reproduced`` when every part is, ``not_reproduced`` when any part is,
+    else ``inconclusive``. Returns the verdict and the ``measured`` dict (one entry per part, plus
+    ``extra`` figures); the rule is named under ``"rule"``."""
+    verdicts = [p.verdict for p in parts.values()]
+    verdict: Verdict
+    if verdicts and all(v == "reproduced" for v in verdicts):
+        verdict = "reproduced"
+    elif any(v == "not_reproduced" for v in verdicts):
+        verdict = "not_reproduced"
+    else:
+        verdict = "inconclusive"
+    measured: dict[str, Any] = {name: p.as_dict() for name, p in parts.items()}
+    measured.update(extra)
+    measured["rule"] = (
+        f"each part's {1 - ALPHA:.0%} interval over seeds wholly on the claim's side (every part) or "
+        "wholly on the other side (any part)"
+    )
+    return verdict, measured
+
+
+def empty(reason: str, **extra: Any) -> tuple[Verdict, dict[str, Any]]:
+    """``inconclusive`` with a reason (a group without successful runs, too few seeds, ...)."""
+    return "inconclusive", {"reason": reason, **extra}
