@@ -43,8 +43,51 @@ def _fig(x: float) -> float | None:
     return float(f"{x:.4g}") if math.isfinite(x) else None
 
 
-def _holds(value: float, side: str, bound: float) -> bool:
-    return {">": value > bound, ">=": value >= bound, "<": value < bound, "<=": value <= bound}[side]
+_COMPARE = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equal}
+
+
+def _verdicts(low: np.ndarray, high: np.ndarray, side: str, bound: float) -> np.ndarray:
+    """Element-wise verdicts of intervals [low, high] on ``quantity side bound`` (NaN: inconclusive)."""
+    holds, fails = _COMPARE[side], _COMPARE[_OPPOSITE[side]]
+    return np.where(
+        holds(low, bound) & holds(high, bound),
+        "reproduced",
+        np.where(fails(low, bound) & fails(high, bound), "not_reproduced", "inconclusive"),
+    )
+
+
+def _t_intervals(
+    estimate: np.ndarray, se: np.ndarray, df: np.ndarray, alpha: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Student-t intervals; no spread at all (a deterministic count) gives the point itself."""
+    half = np.where(se > 0, sps.t.ppf(1 - alpha / 2, df) * se, 0.0)
+    return estimate - half, estimate + half
+
+
+def threshold_verdicts(values: np.ndarray, side: Side, bound: float, alpha: float = ALPHA) -> np.ndarray:
+    """:func:`threshold`'s verdicts for many data sets at once: ``values`` is (..., seeds)."""
+    x = np.asarray(values, dtype=float)
+    n = x.shape[-1]
+    if n < 2:
+        return np.full(x.shape[:-1], "inconclusive")
+    low, high = _t_intervals(x.mean(axis=-1), x.std(axis=-1, ddof=1) / math.sqrt(n), np.asarray(n - 1), alpha)
+    return _verdicts(low, high, side, bound)
+
+
+def welch_verdicts(
+    a: np.ndarray, b: np.ndarray, side: Side, margin: float = 0.0, alpha: float = ALPHA
+) -> np.ndarray:
+    """:func:`compare`'s unpaired verdicts for many data sets at once: ``a``, ``b`` are (..., seeds)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    na, nb = x.shape[-1], y.shape[-1]
+    if na < 2 or nb < 2:
+        return np.full(np.broadcast_shapes(x.shape[:-1], y.shape[:-1]), "inconclusive")
+    va, vb = x.var(axis=-1, ddof=1) / na, y.var(axis=-1, ddof=1) / nb
+    se = np.sqrt(va + vb)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = np.where(se > 0, (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1)), 1.0)
+    low, high = _t_intervals(x.mean(axis=-1) - y.mean(axis=-1), se, df, alpha)
+    return _verdicts(low, high, side, margin)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,14 +122,6 @@ class Evidence:
         return out
 
 
-def _verdict(low: float, high: float, side: str, bound: float) -> Verdict:
-    if _holds(low, side, bound) and _holds(high, side, bound):
-        return "reproduced"
-    if _holds(low, _OPPOSITE[side], bound) and _holds(high, _OPPOSITE[side], bound):
-        return "not_reproduced"
-    return "inconclusive"
-
-
 def _no_interval(
     quantity: str, side: str, bound: float, estimate: float, seeds: tuple[int, ...], method: str, reason: str
 ) -> Evidence:
@@ -105,20 +140,14 @@ def _from_t(
     method: str,
     alpha: float,
 ) -> Evidence:
-    if se == 0.0:  # no spread at all (e.g. a deterministic count): the estimate is the quantity
-        low = high = estimate
-        p = 1.0 if estimate == bound else 0.0
-    else:
-        half = float(sps.t.ppf(1 - alpha / 2, df)) * se
-        low, high = estimate - half, estimate + half
-        p = float(2 * sps.t.sf(abs(estimate - bound) / se, df))
+    lo, hi = _t_intervals(np.asarray(estimate), np.asarray(se), np.asarray(df), alpha)
+    low, high = float(lo), float(hi)
+    no_spread_p = 1.0 if estimate == bound else 0.0
+    p = float(2 * sps.t.sf(abs(estimate - bound) / se, df)) if se > 0 else no_spread_p
     if not all(math.isfinite(v) for v in (estimate, low, high)):
-        return Evidence(
-            "inconclusive", quantity, side, bound, estimate, low, high, p, seeds, method, "not finite"
-        )
-    return Evidence(
-        _verdict(low, high, side, bound), quantity, side, bound, estimate, low, high, p, seeds, method
-    )
+        return _no_interval(quantity, side, bound, estimate, seeds, method, "a value is not finite")
+    verdict = str(_verdicts(np.asarray(low), np.asarray(high), side, bound))
+    return Evidence(verdict, quantity, side, bound, estimate, low, high, p, seeds, method)  # type: ignore[arg-type]
 
 
 def threshold(
