@@ -50,7 +50,11 @@ def plugin_env(**extra: str) -> dict[str, str]:
 def plugin(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The ``noop`` task and its algorithms, found through the entry points as a pip-installed plugin
     would be; gone again after the test (registries restored, module unloaded)."""
-    catalog.task_ids()  # the built-in state, loaded before the plugin is on the path
+    # the built-in state, every algorithm module imported, before the plugin is on the path: a module
+    # first imported during the test would be unregistered by the restore below, yet stay imported
+    for task_cls in catalog.task_classes():
+        if task_cls.unavailable() is None:
+            catalog.algorithms(task_cls.id)
     monkeypatch.syspath_prepend(str(PLUGIN_DIR))
     monkeypatch.setenv("PYTHONPATH", plugin_env()["PYTHONPATH"])  # spawned workers (dask) too
     saved_tasks = dict(catalog._tasks._items)

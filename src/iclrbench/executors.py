@@ -2,10 +2,20 @@
 yields each chunk's results in completion order; the driver alone writes them to the store.
 
 - ``serial``: here, one chunk after another.
-- ``process``: a local pool of ``jobs`` worker processes (``-j N``).
-- ``dask``: dask.distributed -- a LocalCluster of ``jobs`` single-threaded worker processes on 127.0.0.1,
-  or an existing cluster given by ``--scheduler tcp://HOST:PORT`` (whose workers need iclrbench
-  installed; dask-jobqueue starts such workers on SLURM / PBS).
+- ``process``: a local pool with ``jobs`` process slots (``-j N``).
+- ``dask``: dask.distributed -- a LocalCluster on 127.0.0.1 with ``jobs`` process slots in all, or an
+  existing cluster given by ``--scheduler tcp://HOST:PORT`` (whose workers need iclrbench installed;
+  dask-jobqueue starts such workers on SLURM / PBS).
+
+Every chunk has a weight: the processes one of its runs occupies (``Task.resources(config).processes``;
+a run of distributed training with 4 workers weighs 4). The process pool never runs chunks whose weights
+add up to more than ``jobs`` at once (a chunk heavier than ``jobs`` runs alone); dask receives the weight
+as the worker resource ``processes``, which its workers declare (``dask worker --resources
+processes=N``; the LocalCluster does it itself).
+
+Pool workers die with their driver: on Linux they ask the kernel for SIGKILL when their parent dies
+(``PR_SET_PDEATHSIG``), elsewhere a watchdog thread polls the parent's pid. Closing a pool after an
+interrupt kills its workers instead of waiting for their runs to end.
 
 A chunk whose worker dies or cannot be reached does not stop the sweep: its runs come back ``failed`` with
 the executor's error, like any other failure.
@@ -14,8 +24,14 @@ the executor's error, like any other failure.
 from __future__ import annotations
 
 import abc
+import ctypes
 import dataclasses
 import logging
+import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, TypeVar
@@ -34,12 +50,46 @@ class ChunkFailure:
     error: str
 
 
+def max_jobs() -> int:
+    """The most ``-j`` a local executor accepts: a few processes per core. More only thrashes: two runs
+    on 10,000 processes once drove the load average to 488."""
+    return 4 * (os.cpu_count() or 1)
+
+
+def die_with_parent() -> None:
+    """Make this process exit when the process that started it dies (``kill -9`` of the driver).
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; then, and on other systems, a daemon thread that polls
+    the parent's pid every second (the kernel signal fires when the creating *thread* exits, so the
+    poll also covers a parent that was already gone before the call)."""
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="iclrbench-parent-watchdog", daemon=True).start()
+
+
 class Executor(abc.ABC):
     name: str = ""
 
     @abc.abstractmethod
-    def map(self, fn: Callable[[Chunk], Any], chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, Any]]:
-        """Yield (chunk, fn(chunk)) -- or (chunk, ChunkFailure) -- as chunks complete."""
+    def map(
+        self,
+        fn: Callable[[Chunk], Any],
+        chunks: Sequence[Chunk],
+        weights: Sequence[int] | None = None,
+    ) -> Iterator[tuple[Chunk, Any]]:
+        """Yield (chunk, fn(chunk)) -- or (chunk, ChunkFailure) -- as chunks complete. ``weights[i]`` is
+        the number of process slots chunk ``i`` occupies while it runs (default 1 each)."""
 
     def close(self) -> None:  # noqa: B027  (nothing to release by default)
         """Release workers; called on success and on interruption alike."""
@@ -54,13 +104,21 @@ class Executor(abc.ABC):
 class SerialExecutor(Executor):
     name = "serial"
 
-    def map(self, fn: Callable[[Chunk], Any], chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, Any]]:
+    def map(
+        self,
+        fn: Callable[[Chunk], Any],
+        chunks: Sequence[Chunk],
+        weights: Sequence[int] | None = None,
+    ) -> Iterator[tuple[Chunk, Any]]:
         for chunk in chunks:
             yield chunk, fn(chunk)
 
 
 class ProcessExecutor(Executor):
-    """A local process pool; one pool serves every wave of a sweep (retries included)."""
+    """A local process pool with ``jobs`` slots; one pool serves every wave of a sweep (retries too).
+
+    Chunks are submitted only while their weights fit in the free slots, so ``-j 4`` runs four
+    single-process runs at once, or one run of four processes, never more."""
 
     name = "process"
 
@@ -68,24 +126,48 @@ class ProcessExecutor(Executor):
         self.jobs = jobs
         self._pool: ProcessPoolExecutor | None = None
 
-    def map(self, fn: Callable[[Chunk], Any], chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, Any]]:
+    def map(
+        self,
+        fn: Callable[[Chunk], Any],
+        chunks: Sequence[Chunk],
+        weights: Sequence[int] | None = None,
+    ) -> Iterator[tuple[Chunk, Any]]:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.jobs)
-        futures: dict[Future[Any], Chunk] = {self._pool.submit(fn, c): c for c in chunks}
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=die_with_parent)
+        # a chunk heavier than the whole pool still runs, alone
+        sizes = [min(max(1, w), self.jobs) for w in (weights or [1] * len(chunks))]
+        queue = list(range(len(chunks)))
+        running: dict[Future[Any], int] = {}
+        free = self.jobs
+        while queue or running:
+            # submit in order while the next chunk fits: first come, first served (no starvation)
+            while queue and sizes[queue[0]] <= free:
+                i = queue.pop(0)
+                running[self._pool.submit(fn, chunks[i])] = i
+                free -= sizes[i]
+            done, _ = wait(set(running), return_when=FIRST_COMPLETED)
             for fut in done:
+                i = running.pop(fut)
+                free += sizes[i]
                 try:
-                    yield futures[fut], fut.result()
+                    yield chunks[i], fut.result()
                 except Exception as exc:  # BrokenProcessPool: a worker was killed
-                    yield futures[fut], ChunkFailure(f"{type(exc).__name__}: {exc}")
+                    yield chunks[i], ChunkFailure(f"{type(exc).__name__}: {exc}")
 
     def close(self) -> None:
-        if self._pool is not None:
-            # cancel what has not started: after Ctrl-C nothing new begins; finished runs are stored
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        if self._pool is None:
+            return
+        pool, self._pool = self._pool, None
+        # after Ctrl-C nothing new begins, and the runs in hand are abandoned at once: kill the workers
+        # rather than wait minutes for them (finished runs are already stored). On a normal end no
+        # worker is busy and this only releases them.
+        workers = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in workers:
+            if worker.is_alive():
+                worker.kill()
+        for worker in workers:
+            worker.join(timeout=5)
 
 
 class DaskExecutor(Executor):
@@ -93,7 +175,7 @@ class DaskExecutor(Executor):
 
     name = "dask"
 
-    def __init__(self, jobs: int, scheduler: str | None = None) -> None:
+    def __init__(self, jobs: int, scheduler: str | None = None, heaviest: int = 1) -> None:
         try:
             import dask
             from distributed import Client, LocalCluster
@@ -102,18 +184,24 @@ class DaskExecutor(Executor):
                 "--executor dask needs dask.distributed: pip install 'iclrbench[cluster]'"
             ) from None
         self._cluster = None
-        # worker processes may fork a child per run to enforce --timeout; daemonic ones may not
+        self.jobs = jobs
+        # worker processes may start a child per run to enforce --timeout; daemonic ones may not
         dask.config.set({"distributed.worker.daemon": False})
         try:
             if scheduler:
                 self._client = Client(scheduler, timeout="10s")
             else:
+                # dask's resources are per worker: with workers of `heaviest` slots each and at most
+                # `jobs` slots in all, the sweep's heaviest run fits in a worker and no mix of runs
+                # exceeds -j (light runs then use fewer than -j processes: never more)
+                slots = max(1, heaviest)
                 self._cluster = LocalCluster(
-                    n_workers=jobs,
+                    n_workers=max(1, jobs // slots),
                     threads_per_worker=1,
                     processes=True,
                     host="127.0.0.1",
                     dashboard_address=None,
+                    resources={"processes": slots},
                     # a run's own errors come back in its result; what is left in the workers' logs is
                     # shutdown chatter (heartbeats to a scheduler that has just closed)
                     silence_logs=logging.CRITICAL,
@@ -130,10 +218,31 @@ class DaskExecutor(Executor):
     def address(self) -> str:
         return str(self._client.scheduler.address)
 
-    def map(self, fn: Callable[[Chunk], Any], chunks: Sequence[Chunk]) -> Iterator[tuple[Chunk, Any]]:
+    def _largest_worker_slots(self) -> int | None:
+        """The most ``processes`` any worker declares; None when no worker declares the resource."""
+        workers = self._client.scheduler_info().get("workers", {}).values()
+        declared = [w.get("resources", {}).get("processes") for w in workers]
+        declared = [int(d) for d in declared if d]
+        return max(declared) if declared else None
+
+    def map(
+        self,
+        fn: Callable[[Chunk], Any],
+        chunks: Sequence[Chunk],
+        weights: Sequence[int] | None = None,
+    ) -> Iterator[tuple[Chunk, Any]]:
         from distributed import as_completed
 
-        futures = {self._client.submit(fn, c, pure=False): c for c in chunks}
+        weights = list(weights or [1] * len(chunks))
+        largest = self._largest_worker_slots()
+        if largest is None:  # an external cluster whose workers declare no slots: nothing to honour
+            options: list[dict[str, Any]] = [{} for _ in chunks]
+        else:
+            # a run heavier than every worker would wait forever: it takes a whole worker instead
+            options = [{"resources": {"processes": min(max(1, w), largest)}} for w in weights]
+        futures = {
+            self._client.submit(fn, c, pure=False, **opt): c for c, opt in zip(chunks, options, strict=True)
+        }
         for fut in as_completed(list(futures)):
             try:
                 yield futures[fut], fut.result()
@@ -146,10 +255,18 @@ class DaskExecutor(Executor):
             self._cluster.close()
 
 
-def make_executor(name: str | None, jobs: int = 1, scheduler: str | None = None) -> Executor:
-    """By name; None picks ``serial`` for one job, ``process`` for more, ``dask`` given a scheduler."""
+def make_executor(
+    name: str | None, jobs: int = 1, scheduler: str | None = None, heaviest: int = 1
+) -> Executor:
+    """By name; None picks ``serial`` for one job, ``process`` for more, ``dask`` given a scheduler.
+    ``heaviest`` is the largest weight (process slots) among the chunks to come, for dask's workers."""
     if jobs < 1:
         raise UserError("--jobs must be at least 1")
+    if jobs > max_jobs() and not scheduler:
+        raise UserError(
+            f"--jobs {jobs}: more than {max_jobs()} (4 per core of this machine) only thrashes; "
+            "use a cluster (--scheduler) for more"
+        )
     if name is None:
         name = "dask" if scheduler else ("process" if jobs > 1 else "serial")
     if scheduler and name != "dask":
@@ -159,5 +276,5 @@ def make_executor(name: str | None, jobs: int = 1, scheduler: str | None = None)
     if name == "process":
         return ProcessExecutor(jobs)
     if name == "dask":
-        return DaskExecutor(jobs, scheduler)
+        return DaskExecutor(jobs, scheduler, heaviest)
     raise UserError(f"unknown executor '{name}'{did_you_mean(name, list(EXECUTORS))}")

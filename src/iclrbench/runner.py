@@ -13,8 +13,8 @@ import contextlib
 import dataclasses
 import datetime as dt
 import functools
+import math
 import multiprocessing
-import os
 import re
 import resource
 import sys
@@ -27,7 +27,7 @@ from iclrbench.core import catalog, interrupt
 from iclrbench.core import config as cfg
 from iclrbench.core.errors import UserError
 from iclrbench.core.registry import did_you_mean
-from iclrbench.core.result import RunResult, provenance
+from iclrbench.core.result import RunResult, provenance, run_provenance
 from iclrbench.core.seeding import rng_for
 from iclrbench.core.store import ResultStore
 from iclrbench.core.task import Task
@@ -108,11 +108,15 @@ def split_sets(
     per_algo: dict[str, dict[str, str]] = {a: {} for a in algorithms}
     config: dict[str, str] = {}
     for key, value in sets.items():
-        if "." in key:
+        if "." in key and key.partition(".")[0] not in config_keys:
             algo, _, name = key.partition(".")
             catalog.get_algorithm(task_id, algo)
-            if algo in per_algo:
-                per_algo[algo][name] = value
+            if algo not in per_algo:
+                raise UserError(
+                    f"--set {key}: {algo} is not among the algorithms of this run "
+                    f"({', '.join(algorithms) or 'none'}); add it or drop the setting"
+                )
+            per_algo[algo][name] = value
             continue
         if key in config_keys:
             config[key] = value
@@ -206,7 +210,10 @@ def _peak_mem_mb() -> float:
 
 def _stamp(results: Sequence[RunResult], wall: float, cpu: float) -> None:
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    gpu = run_provenance().get("accelerator")  # after the run: its code has imported torch if it uses it
     for r in results:
+        if gpu is not None:
+            r.provenance["accelerator"] = gpu
         r.wall_s, r.cpu_s = wall / len(results), cpu / len(results)
         r.peak_mem_mb = _peak_mem_mb()
         r.created_at = now
@@ -238,6 +245,10 @@ def execute_batch(specs: Sequence[RunSpec]) -> list[RunResult]:
             result.metrics = {k: float(v) for k, v in outcome.metrics.items()}
             result.curves = {k: dataclasses.asdict(c) for k, c in outcome.curves.items()}
             result.notes = outcome.notes
+            bad = [k for k, v in result.metrics.items() if not math.isfinite(v)]
+            if bad:  # a NaN regret is not a result: it would poison every mean it enters
+                result.status = "failed"
+                result.error = "NonFiniteMetric: " + ", ".join(f"{k}={result.metrics[k]}" for k in bad)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # a failed run is data, not a crash of the sweep
@@ -288,14 +299,10 @@ def batches(specs: Sequence[RunSpec], jobs: int = 1) -> list[list[RunSpec]]:
 
 def execute_chunk(specs: Sequence[RunSpec], timeout: float | None = None) -> list[RunResult]:
     """The worker entry point of every executor: :func:`execute_batch`, here, or -- with a ``timeout``
-    in seconds per run -- in a forked child that is killed when it overruns, so that a run stuck in C
+    in seconds per run -- in a child process that is killed when it overruns, so that a run stuck in C
     code is stopped too. An overrunning batch is retried seed by seed to pin the slow run."""
     if timeout is None:
         return execute_batch(specs)
-    # import the task's and algorithm's modules here, once, so that every forked child inherits them
-    # instead of paying the imports inside its time limit
-    with contextlib.suppress(Exception):  # an unknown name: the child reports it as the run's failure
-        catalog.get_algorithm(specs[0].task, specs[0].algorithm)
     results = _in_child(specs, timeout * len(specs))
     if results is not None:
         return results
@@ -304,23 +311,48 @@ def execute_chunk(specs: Sequence[RunSpec], timeout: float | None = None) -> lis
     return [failed_result(specs[0], f"TimeoutError: exceeded --timeout {timeout:g} s", wall=timeout)]
 
 
-def _child(conn: Any, specs: Sequence[RunSpec]) -> None:
+#: the most a --timeout child may spend importing its task's modules before its clock starts
+IMPORT_LIMIT_S = 600.0
+
+
+def _child_context() -> Any:
+    """A start method safe for threaded and accelerator code: ``forkserver`` (children fork from a
+    clean single-threaded server that has iclrbench's core imported), ``spawn`` where it is missing.
+    A bare ``fork`` of a process running threads (BLAS, torch, CUDA, dask) can deadlock the child."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["iclrbench.runner"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _child(conn: Any, specs: Sequence[RunSpec], path: list[str]) -> None:
+    from iclrbench.executors import die_with_parent
+
+    die_with_parent()
     try:
+        sys.path[:] = path  # the parent's (a plugin on a path added at run time)
+        # import the task's and algorithm's modules first and say so: the time limit starts after
+        with contextlib.suppress(Exception):  # an unknown name: the run reports it as its failure
+            catalog.get_algorithm(specs[0].task, specs[0].algorithm)
+        conn.send("ready")
         conn.send(execute_batch(specs))
     finally:
         conn.close()
-        os._exit(0)  # skip the parent's atexit handlers (a pool's, dask's) in this forked copy
 
 
 def _in_child(specs: Sequence[RunSpec], limit: float) -> list[RunResult] | None:
-    """Results of a forked child, None if it ran past ``limit`` seconds (then it is killed). Our own
-    child's results come back through a pipe (pickle between our processes, never from a file)."""
-    ctx = multiprocessing.get_context("fork")
+    """Results of a child process, None if it ran past ``limit`` seconds (then it is killed). The limit
+    counts from the moment the child has imported what the run needs. Our own child's results come
+    back through a pipe (pickle between our processes, never from a file)."""
+    ctx = _child_context()
     receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, specs), daemon=False)
+    child = ctx.Process(target=_child, args=(send, specs, list(sys.path)), daemon=False)
     child.start()
     send.close()
     try:
+        if not receive.poll(IMPORT_LIMIT_S) or receive.recv() != "ready":
+            return [failed_result(s, "WorkerDied: the run's modules did not import") for s in specs]
         if not receive.poll(limit):
             return None
         return receive.recv()  # type: ignore[no-any-return]
@@ -340,6 +372,27 @@ def failed_result(spec: RunSpec, error: str, wall: float = 0.0) -> RunResult:
     result.status, result.error = "failed", error
     _stamp([result], wall, 0.0)
     return result
+
+
+def _config_of(spec: RunSpec) -> tuple[str, str]:
+    return spec.task, spec.config_hash
+
+
+def _weights(chunks: Sequence[Sequence[RunSpec]]) -> dict[tuple[str, str], int]:
+    """Process slots one run of each (task, config) occupies: ``Task.resources(config).processes``.
+    Asking is cheap (no data is built); a task that cannot answer weighs 1 and reports its error when
+    it runs."""
+    out: dict[tuple[str, str], int] = {}
+    for chunk in chunks:
+        key = _config_of(chunk[0])
+        if key in out:
+            continue
+        try:
+            task = catalog.get_task(chunk[0].task)
+            out[key] = task.resources(cfg.build(task.Config, chunk[0].config)).processes
+        except Exception:
+            out[key] = 1
+    return out
 
 
 @dataclasses.dataclass
@@ -395,13 +448,19 @@ def run_specs(
     chunks = batches(todo, jobs)
     if executor is None and scheduler is None and len(chunks) <= 1 and retries == 0:
         executor = "serial"  # one chunk: a pool would only add its start-up
+    weight = _weights(chunks)
     owned = not isinstance(executor, Executor)
-    pool = make_executor(executor, jobs, scheduler) if owned else executor  # type: ignore[arg-type]
+    pool = (
+        make_executor(executor, jobs, scheduler, max(weight.values(), default=1))  # type: ignore[arg-type]
+        if owned
+        else executor
+    )
     work = functools.partial(execute_chunk, timeout=timeout)
     try:
         for attempt in range(1, retries + 2):
             again: list[list[RunSpec]] = []
-            for chunk, outcome in pool.map(work, chunks):
+            weights = [weight[_config_of(c[0])] for c in chunks]
+            for chunk, outcome in pool.map(work, chunks, weights):
                 results = (
                     [failed_result(s, f"ExecutorError: {outcome.error}") for s in chunk]
                     if isinstance(outcome, ChunkFailure)

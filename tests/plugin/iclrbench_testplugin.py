@@ -12,7 +12,7 @@ from pathlib import Path
 
 from iclrbench.core.algorithm import Algorithm, register_algorithm
 from iclrbench.core.config import param
-from iclrbench.core.task import Budget, Metric, Outcome, Paper, Task
+from iclrbench.core.task import Budget, Metric, Outcome, Paper, Resources, Task
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 # the hostile name is only a test of escaping if it contains markup that escaping changes
@@ -24,6 +24,7 @@ class NoopConfig:
     sleep: float = param(0.0, "seconds each run sleeps", low=0.0)
     work: int = param(0, "iterations of pure-Python CPU work per run", low=0)
     fail: bool = param(False, "every run raises")
+    processes: int = param(1, "process slots a run declares it occupies (Task.resources)", low=1)
 
 
 class NoopTask(Task):
@@ -39,6 +40,9 @@ class NoopTask(Task):
     }
     metrics = (Metric("score", True, "", "the algorithm's score"), Metric("busy", True))
     algorithm_modules = ("iclrbench_testplugin",)
+
+    def resources(self, config: NoopConfig) -> Resources:
+        return Resources(processes=config.processes)
 
     def evaluate(self, algorithm: Algorithm, config: NoopConfig, seed: int) -> Outcome:
         if config.fail:

@@ -20,7 +20,8 @@ curves             curve name -> {"x": [...], "y": [...], "x_label", "y_label"}
 notes              free text from the task
 wall_s, cpu_s      wall-clock and CPU seconds of ``evaluate``
 peak_mem_mb        peak resident memory of the process that ran it (MB)
-provenance         package version, git sha, python / numpy / torch versions, CPU, threads, host OS
+provenance         package version, git sha, python / numpy / torch versions, CPU, threads, host OS;
+                   ``accelerator`` (name, memory, driver) when the run's process used torch with CUDA
 created_at         ISO-8601 UTC time stamp
 =================  ============================================================================
 
@@ -108,6 +109,41 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def accelerator() -> dict[str, Any] | None:
+    """The GPU a run could use: name, memory (GiB), CUDA driver -- read from torch only if the run's
+    code has imported it (``bench list`` never pays for torch), None on a CPU-only machine."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    try:
+        if not torch.cuda.is_available():
+            return None
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        driver = ""
+        version_file = Path("/proc/driver/nvidia/version")
+        if version_file.exists():
+            first = version_file.read_text().splitlines()[0]
+            driver = next((w for w in first.split() if w[:1].isdigit() and "." in w), "")
+        return {
+            "name": str(props.name),
+            "memory_gib": round(props.total_memory / 2**30, 1),
+            "count": int(torch.cuda.device_count()),
+            "cuda": str(torch.version.cuda or ""),
+            "driver": driver,
+        }
+    except Exception:  # a broken driver must not fail the run it describes
+        return None
+
+
+def run_provenance() -> dict[str, Any]:
+    """:func:`provenance`, plus the accelerator where the run's process has one."""
+    out = dict(provenance())
+    gpu = accelerator()
+    if gpu is not None:
+        out["accelerator"] = gpu
+    return out
 
 
 @functools.lru_cache(maxsize=1)
