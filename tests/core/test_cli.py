@@ -187,7 +187,7 @@ def test_leaderboard_formats(bench: BenchRunner, db: Path) -> None:
         db,
     )
     code, out, _ = bench("leaderboard", "--db", db)
-    assert code == 0 and "ellipsoid-sbb" in out and "95% CI" in out
+    assert code == 0 and "ellipsoid-sbb" in out and "95%" in out
     records = json.loads(bench("leaderboard", "--db", db, "--format", "json")[1])
     ranks = {r["algorithm"]: r["rank"] for r in records}
     assert ranks == {"ellipsoid-sbb": 1, "random-price": 2}
