@@ -74,3 +74,24 @@ def test_roles_are_checked() -> None:
 def test_params_are_frozen_dataclasses() -> None:
     for algo in catalog.algorithms(TASK).values():
         assert dataclasses.is_dataclass(algo.Params)
+
+
+def test_built_in_tasks_are_entry_points_named_by_their_id() -> None:
+    """No central list: the package's own tasks are found exactly as plugins are."""
+    eps = {ep.name: ep.value for ep in metadata.entry_points(group=catalog.TASK_GROUP)}
+    for task_id in catalog.task_ids():
+        if task_id == "noop":  # the test plugin, when a test has it on the path
+            continue
+        assert task_id in eps and eps[task_id].startswith("iclrbench.benchmarks.")
+
+
+def test_an_entry_point_whose_name_is_not_the_task_id_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    ep = metadata.EntryPoint(
+        name="bilateral", value="iclrbench.benchmarks.bilateral_trade:BilateralTradeTask", group="x"
+    )
+    monkeypatch.setattr(catalog, "_entry_points", lambda group: [ep] if group == catalog.TASK_GROUP else [])
+    monkeypatch.setattr(catalog, "_tasks", Registry("task"))
+    monkeypatch.setitem(catalog._state, "tasks_loaded", False)
+    with pytest.raises(catalog.CatalogError, match=r"'bilateral = .*' .* id is 'contextual-bilateral-trade'"):
+        catalog.task_ids()
+    monkeypatch.setitem(catalog._state, "tasks_loaded", False)  # the next test scans afresh
