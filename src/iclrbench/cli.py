@@ -682,7 +682,7 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"'{text}': expected a number of seconds, e.g. 600") from None
     if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
         raise argparse.ArgumentTypeError(
-            f"'{text}': expected a positive number of seconds up to {MAX_TIMEOUT_S:g} (about 115 days)"
+            f"'{text}': expected a positive number of seconds up to {MAX_TIMEOUT_S:.0f} (about 115 days)"
         )
     return value
 
@@ -727,20 +727,28 @@ def _version() -> str:
         return __version__
 
 
+def _fill(text: str, width: int = 88) -> str:
+    """Prose paragraphs wrapped to ``width``; a paragraph of indented lines (examples) kept as written."""
+    paragraphs = text.split("\n\n")
+    return "\n\n".join(
+        p if "\n  " in p else textwrap.fill(p, width=width, break_on_hyphens=False) for p in paragraphs
+    )
+
+
 FORMAT_HELP = "table for people (default), json for machines"
 JSONL_HELP = "table for people (default); json: one JSON object per run and line (JSON Lines), as it finishes"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``bench`` argument parser (every usage error is one line and exit code 2)."""
-    formatter = argparse.RawDescriptionHelpFormatter
-    parser = _Parser(prog="bench", description=DESCRIPTION, epilog=EPILOG, formatter_class=formatter)
+    formatter = argparse.RawDescriptionHelpFormatter  # keeps the examples' lines; prose wrapped here
+    parser = _Parser(prog="bench", description=_fill(DESCRIPTION), epilog=EPILOG, formatter_class=formatter)
     parser.add_argument("--version", action="version", version=f"bench (iclrbench) {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
 
     def command(name: str, summary: str, description: str = "") -> argparse.ArgumentParser:
         return sub.add_parser(
-            name, help=summary, description=description or summary, formatter_class=formatter
+            name, help=summary, description=_fill(description or summary), formatter_class=formatter
         )
 
     def db_opt(p: argparse.ArgumentParser) -> None:
@@ -787,7 +795,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--timeout",
             type=_seconds,
             metavar="SECONDS",
-            help=f"stop and fail a run that takes longer (0 < SECONDS <= {MAX_TIMEOUT_S:g}; default: none)",
+            help=f"stop and fail a run that takes longer (0 < SECONDS <= {MAX_TIMEOUT_S:.0f}; default: none)",
         )
         p.add_argument(
             "--retries",

@@ -94,7 +94,10 @@ def load_results(
 
 
 def export(runs: Sequence[RunResult], fmt: str, output: str | None) -> str | None:
-    """Write the runs as ``fmt`` to ``output`` (a path), or return the text for stdout (CSV, JSON)."""
+    """Write the runs as ``fmt`` to ``output`` (a path), or return the text for stdout (CSV, JSON).
+
+    JSON is strict (RFC 8259): a missing or non-finite number is ``null``, never ``NaN``. ``output`` is
+    never an SQLite database (the CLI also refuses the results store under any name)."""
     if fmt not in EXPORT_FORMATS:
         raise UserError(f"unknown export format '{fmt}': expected one of {', '.join(EXPORT_FORMATS)}")
     frame = results_frame(runs)
@@ -109,6 +112,7 @@ def export(runs: Sequence[RunResult], fmt: str, output: str | None) -> str | Non
         _check_writable(target)
         frame.to_parquet(target, index=False)
         return None
+    # pandas writes NaN and +-inf as null in JSON (tested): strict JSON, unlike json.dumps' defaults
     text = frame.to_csv(index=False) if fmt == "csv" else frame.to_json(orient="records", indent=1)
     if output is None:
         return text
@@ -119,12 +123,20 @@ def export(runs: Sequence[RunResult], fmt: str, output: str | None) -> str | Non
 
 
 def _check_writable(target: Path) -> None:
+    from iclrbench.core.store import refuse_overwrite
+
+    refuse_overwrite(target, None, "--output")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         with open(target, "ab"):
             pass
     except OSError as exc:
         raise UserError(f"--output {target}: cannot write ({exc.strerror})") from None
+
+
+def _number(value: Any) -> str:
+    """A metric for people: 6 significant digits; whatever is not a number (null) as written."""
+    return f"{value:.6g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
 def describe_run(run: RunResult) -> str:
@@ -138,12 +150,12 @@ def describe_run(run: RunResult) -> str:
         f"  config ({run.config_hash}): " + json.dumps(run.config, sort_keys=True),
         f"  params ({run.params_hash}): " + json.dumps(run.params, sort_keys=True),
         "  metrics:",
-        *(f"    {k:<24} {v:.6g}" for k, v in run.metrics.items()),
+        *(f"    {k:<24} {_number(v)}" for k, v in run.metrics.items()),
     ]
     for name, curve in run.curves.items():
         ys = curve.get("y", [])
         lines.append(
-            f"  curve {name}: {len(ys)} points, last {ys[-1]:.6g}" if ys else f"  curve {name}: empty"
+            f"  curve {name}: {len(ys)} points, last {_number(ys[-1])}" if ys else f"  curve {name}: empty"
         )
     lines.append("  provenance:")
     lines += [f"    {k:<12} {v}" for k, v in run.provenance.items()]
