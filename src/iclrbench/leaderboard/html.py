@@ -170,9 +170,9 @@ def _board(table: Table) -> Grid:
                     Cell(fmt(s.iqm), _num(s.iqm), spans=(Span(iqm_ci, "ci", br=True),) if iqm_ci else ())
                 )
         rows.append(tuple(cells))
-    note = f"Means with {' / '.join(methods)} intervals over seeds"
-    iqm_ci = iqm_method(table)
-    note += f"; IQM of {table.primary.name}" + (f" with {iqm_ci} intervals." if iqm_ci else ".")
+    note = f"Under each mean: its {' / '.join(methods)} interval over seeds."
+    if iqm_ci := iqm_method(table):
+        note += f" Under the IQM of {table.primary.name}: its {iqm_ci} interval."
     if any(fewer_seeds(r, table) for r in table.rows):
         note += f" {FEWER_SEEDS_MARK} fewer seeds than other rows: not compared like for like."
     if any(not r.rank for r in table.rows):

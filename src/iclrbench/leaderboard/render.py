@@ -204,7 +204,6 @@ def records(tables: Sequence[Table]) -> list[dict[str, Any]]:
     unranked; no non-finite number (None instead)."""
     out = to_records(tables)
     rows = [(t, row) for t in tables for row in t.rows]
-    assert len(rows) == len(out), "to_records yields one record per (table, row)"
     for rec, (table, row) in zip(out, rows, strict=True):
         rec["rank"] = row.rank or None
         rec.setdefault("params_diff", params_diff(row))
@@ -212,6 +211,8 @@ def records(tables: Sequence[Table]) -> list[dict[str, Any]]:
         for name, s in row.metrics.items():
             rec.setdefault(f"{name}_n", summary_n(s, row))
             rec.setdefault(f"{name}_ci_method", ci_method(s))
+            if getattr(s, "iqm_low", None) is not None:
+                rec.setdefault(f"{name}_iqm_method", getattr(s, "iqm_method", ""))
     return [finite_or_none(r) for r in out]
 
 
