@@ -243,11 +243,19 @@ def test_unranked_rows_show_a_dash_and_rows_with_fewer_seeds_are_marked() -> Non
 
 
 def test_rows_of_one_algorithm_show_the_params_that_differ() -> None:
-    runs = [run("ellipsoid-sbb", s, 1.0, params={"gamma": 0.5, "lr": 1}) for s in range(2)]
-    runs += [run("ellipsoid-sbb", s, 2.0, params={"gamma": 0.9, "lr": 1}) for s in range(2)]
+    curve = [0.0, 1.0, 2.0, 3.0]
+    runs = [run("ellipsoid-sbb", s, 1.0 + s, params={"gamma": 0.5, "lr": 1}, curve=curve) for s in range(2)]
+    runs += [run("ellipsoid-sbb", s, 3.0 + s, params={"gamma": 0.9, "lr": 1}, curve=curve) for s in range(2)]
     page = render_html(aggregate(runs), [])
-    spans = [d for d, path in Page(page).texts if path[-1] == "span" and "gamma" in d]
-    assert sorted(spans) == ["gamma=0.5", "gamma=0.9"]  # lr is the same: not shown
+    parsed = Page(page)
+    in_table = [d for d, path in parsed.texts if path[-2:] == ("td", "span") and "gamma" in d]
+    assert sorted(in_table) == ["gamma=0.5", "gamma=0.9"]  # lr is the same: not shown
+    # two curves and two rows of the improvement matrix, told apart the same way
+    legend = [d for d, path in parsed.texts if path[-2:] == ("figcaption", "span") and "gamma" in d]
+    assert sorted(legend) == ["ellipsoid-sbb (gamma=0.5)", "ellipsoid-sbb (gamma=0.9)"]
+    assert len([a for t, a, _ in parsed.elements if t == "polyline"]) == 2
+    poi_rows = [d for d, path in parsed.texts if path[-1] == "td" and d.startswith("ellipsoid-sbb (")]
+    assert sorted(poi_rows) == ["ellipsoid-sbb (gamma=0.5)", "ellipsoid-sbb (gamma=0.9)"]
 
 
 def test_claims_are_shown_only_at_the_budget_they_are_defined_at() -> None:

@@ -37,6 +37,7 @@ from iclrbench.leaderboard.render import (
     FEWER_SEEDS_MARK,
     UNRANKED,
     config_label,
+    display_name,
     fewer_seeds,
     finite_or_none,
     fmt,
@@ -183,6 +184,8 @@ def _board(table: Table) -> Grid:
 def _poi(table: Table) -> Grid | None:
     """P(row improves on column) on the primary metric, as a heat-coloured matrix."""
     names, matrix = crosstask.improvement_matrix(table)
+    shown = [display_name(r) for r in table.rows if r.primary_values]  # the matrix's rows, in its order
+    names = shown if len(shown) == len(names) else names
     if len(names) < 2:
         return None
     rows = []
@@ -208,7 +211,8 @@ def _config(tid: str, t: Table) -> ConfigView:
     """One task config: heading, sortable table, improvement matrix, curves, downloads, provenance."""
     plots = []
     for name in dict.fromkeys(n for row in t.rows for n in row.curves):
-        curves = {row.algorithm: row.curves[name] for row in t.rows if name in row.curves}
+        # keyed by the displayed name: two rows of one algorithm (other params) are two curves
+        curves = {display_name(row): row.curves[name] for row in t.rows if name in row.curves}
         plot = svg.curves_plot(curves, f"{tid}: {name}", fmt)
         if plot is not None:
             plots.append(plot)
