@@ -144,3 +144,23 @@ def test_a_hostile_plugin_name_renders_as_text_in_chromium(
         page.wait_for_timeout(200)
         browser.close()
     assert dialogs == []
+
+
+def test_without_javascript_every_view_is_shown(tmp_path: Path) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    from iclrbench.leaderboard.aggregate import aggregate
+    from iclrbench.leaderboard.html import render_html
+    from tests.core.test_html import run
+
+    page_path = tmp_path / "leaderboard.html"
+    runs = [run("ellipsoid-sbb", s, 1.0 + s, curve=[0, 1, 2, 3]) for s in range(3)]
+    page_path.write_text(render_html(aggregate([*runs, run("random-price", 0, 5.0)]), []), encoding="utf-8")
+    with sync_playwright() as pw:
+        browser = _browser(pw)
+        page = browser.new_context(java_script_enabled=False).new_page()
+        page.goto(page_path.as_uri())
+        expect(page.locator("section#overview")).to_be_visible()
+        expect(page.locator(f"section[id='{TASK}']")).to_be_visible()
+        expect(page.locator(f"section[id='{TASK}'] svg polyline").first).to_be_visible()
+        browser.close()
