@@ -55,25 +55,11 @@ def test_claim_judges_can_say_no() -> None:
     """The judges are not rubber stamps: linear regret fails the log-T check, a flat rate fails T^(2/3)."""
     from iclrbench.benchmarks.bilateral_trade import judge_log_regret, judge_noisy_rate, judge_one_bit
     from iclrbench.core.result import RunResult
+    from iclrbench.testing import fake_runs
 
     def runs(horizon: int, regret: float, deficit: float = 0.0) -> list[RunResult]:
-        return [
-            RunResult(
-                task=TASK,
-                task_version=1,
-                config={"horizon": horizon},
-                config_hash="",
-                algorithm="a",
-                role="reference",
-                params={},
-                params_hash="",
-                seed=s,
-                budget="smoke",
-                status="ok",
-                metrics={"regret": regret, "budget_deficit": deficit},
-            )
-            for s in (0, 1)
-        ]
+        metrics = {"regret": regret, "budget_deficit": deficit}
+        return fake_runs(TASK, "a", (0, 1), metrics, role="reference", config={"horizon": horizon})
 
     linear = [runs(t, 0.1 * t) for t in (100, 1000, 10000)]
     assert judge_log_regret(linear)[0] == "not_reproduced"

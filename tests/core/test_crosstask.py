@@ -13,25 +13,11 @@ from iclrbench.core.task import ClaimResult
 from iclrbench.leaderboard import crosstask
 from iclrbench.leaderboard.aggregate import aggregate
 from iclrbench.leaderboard.html import render_html
+from iclrbench.testing import fake_run
 
 
 def _run(task: str, algorithm: str, role: str, seed: int, regret: float) -> RunResult:
-    return RunResult(
-        task=task,
-        task_version=1,
-        config={"d": 2},
-        config_hash="c",
-        algorithm=algorithm,
-        role=role,
-        params={},
-        params_hash="p",
-        seed=seed,
-        budget="smoke",
-        status="ok",
-        metrics={"regret": regret},
-        created_at="2026-01-01T00:00:00+00:00",
-        wall_s=0.5,
-    )
+    return fake_run(task, algorithm, seed, {"regret": regret}, role=role, config={"d": 2}, wall_s=0.5)
 
 
 def _tables(values: dict[str, dict[str, list[float]]]) -> list:

@@ -9,25 +9,19 @@ from iclrbench.core.errors import UserError
 from iclrbench.core.result import RunResult
 from iclrbench.core.store import ResultStore
 from iclrbench.core.task import ClaimResult
+from iclrbench.testing import fake_run
 
 
 def make_result(seed: int = 0, status: str = "ok", regret: float = 1.0) -> RunResult:
-    return RunResult(
-        task="t",
-        task_version=1,
-        config={"d": 2},
-        config_hash="c" * 16,
-        algorithm="a",
-        role="baseline",
-        params={},
-        params_hash="p" * 16,
-        seed=seed,
-        budget="smoke",
+    return fake_run(
+        "t",
+        "a",
+        seed,
+        {"regret": regret},
         status=status,
-        error="" if status == "ok" else "ValueError: boom",
-        metrics={"regret": regret},
+        config={"d": 2},
         curves={"regret": {"x": [1, 2], "y": [0.5, regret]}},
-        created_at="2026-01-01T00:00:00+00:00",
+        error="" if status == "ok" else "ValueError: boom",
     )
 
 

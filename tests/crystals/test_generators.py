@@ -10,6 +10,7 @@ from iclrbench import runner
 from iclrbench.benchmarks.crystals import judge_symmetry, judge_validity
 from iclrbench.core.result import RunResult
 from iclrbench.models.set_diffusion import SetDiffusion, wrapped_normal_score
+from iclrbench.testing import fake_runs
 
 TASK = "symmetric-crystal-generation"
 
@@ -77,22 +78,7 @@ def test_same_seed_same_crystals(algorithm: str) -> None:
 
 
 def _runs(**metrics: float) -> list[RunResult]:
-    return [
-        RunResult(
-            task=TASK,
-            task_version=1,
-            config={},
-            config_hash="",
-            algorithm="a",
-            role="reference",
-            params={},
-            params_hash="",
-            seed=0,
-            budget="small",
-            status="ok",
-            metrics=dict(metrics),
-        )
-    ]
+    return fake_runs(TASK, "a", (0,), metrics, role="reference", budget="small")
 
 
 def test_claim_judges_can_say_no() -> None:

@@ -7,6 +7,7 @@ import pytest
 from iclrbench import runner
 from iclrbench.benchmarks.dp_audit import judge_input, judge_k, judge_tight
 from iclrbench.core.result import RunResult
+from iclrbench.testing import fake_runs
 
 TASK = "dp-hidden-state-audit"
 
@@ -31,22 +32,9 @@ def test_same_seed_same_audit() -> None:
 
 
 def _runs(metrics: dict[str, float], **config: object) -> list[RunResult]:
-    return [
-        RunResult(
-            task=TASK,
-            task_version=1,
-            config={"runs": 1000, **config},
-            config_hash="",
-            algorithm="a",
-            role="reference",
-            params={},
-            params_hash="",
-            seed=0,
-            budget="small",
-            status="ok",
-            metrics=metrics,
-        )
-    ]
+    return fake_runs(
+        TASK, "a", (0,), metrics, role="reference", config={"runs": 1000, **config}, budget="small"
+    )
 
 
 def test_claim_judges_can_say_no() -> None:

@@ -15,6 +15,7 @@ from iclrbench.benchmarks.protein import (
     judge_matches_exhaustive,
 )
 from iclrbench.core.result import RunResult
+from iclrbench.testing import fake_runs
 
 TASK = "protein-combinatorial-bo"
 
@@ -53,23 +54,10 @@ def test_batch_diversity() -> None:
 
 
 def _runs(algorithm: str, best: float, evals: float) -> list[RunResult]:
-    return [
-        RunResult(
-            task=TASK,
-            task_version=1,
-            config={"rounds": 10, "batch_size": 8},
-            config_hash="",
-            algorithm=algorithm,
-            role="reference",
-            params={},
-            params_hash="",
-            seed=s,
-            budget="smoke",
-            status="ok",
-            metrics={"best_fitness": best, "acquisition_evaluations": evals},
-        )
-        for s in (0, 1)
-    ]
+    metrics = {"best_fitness": best, "acquisition_evaluations": evals}
+    return fake_runs(
+        TASK, algorithm, (0, 1), metrics, role="reference", config={"rounds": 10, "batch_size": 8}
+    )
 
 
 def test_claim_judges_can_say_no() -> None:
