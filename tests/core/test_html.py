@@ -16,6 +16,7 @@ from iclrbench.core.result import RunResult
 from iclrbench.core.task import ClaimResult
 from iclrbench.leaderboard.aggregate import aggregate
 from iclrbench.leaderboard.html import render_html
+from iclrbench.testing import fake_run
 from tests.conftest import TASK, BenchRunner
 
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -23,28 +24,21 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "src" / "iclrbench" / "leaderb
 
 
 def hostile_run(seed: int, task: str = TASK) -> RunResult:
-    return RunResult(
-        task=task,
-        task_version=1,
+    metrics = {
+        "regret": 1.0 + seed,
+        "gain_from_trade": 2.0,
+        "budget_deficit": 0.0,
+        "trade_rate": 0.5,
+        "seconds": 0.1,
+    }
+    return fake_run(
+        task,
+        HOSTILE,
+        seed,
+        metrics,
         config={"note": HOSTILE},
-        config_hash="h" * 16,
-        algorithm=HOSTILE,
-        role="baseline",
-        params={},
-        params_hash="p" * 16,
-        seed=seed,
-        budget="smoke",
-        status="ok",
-        metrics={
-            "regret": 1.0 + seed,
-            "gain_from_trade": 2.0,
-            "budget_deficit": 0.0,
-            "trade_rate": 0.5,
-            "seconds": 0.1,
-        },
         curves={"regret": {"x": [1, 2, 3], "y": [0.0, 0.5, 1.0 + seed], "x_label": "t", "y_label": HOSTILE}},
         provenance={"cpu": HOSTILE},
-        created_at="2026-01-01T00:00:00+00:00",
     )
 
 
@@ -58,22 +52,16 @@ def run(
     budget: str = "smoke",
 ) -> RunResult:
     """A run of the bilateral-trade task (its metrics: regret is primary, lower is better)."""
-    params = params or {}
-    return RunResult(
-        task=TASK,
-        task_version=1,
-        config={"d": 2},
-        config_hash="c" * 16,
-        algorithm=algorithm,
+    return fake_run(
+        TASK,
+        algorithm,
+        seed,
+        {"regret": regret, "trade_rate": 0.5},
         role="reference" if algorithm.startswith("ellipsoid") else "baseline",
+        config={"d": 2},
         params=params,
-        params_hash=json.dumps(params, sort_keys=True),
-        seed=seed,
         budget=budget,
-        status="ok",
-        metrics={"regret": regret, "trade_rate": 0.5},
-        curves={"regret": {"x": [1, 2, 3, 4], "y": curve}} if curve is not None else {},
-        created_at="2026-01-01T00:00:00+00:00",
+        curves={"regret": {"x": [1, 2, 3, 4], "y": curve}} if curve is not None else None,
     )
 
 
