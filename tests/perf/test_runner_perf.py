@@ -14,6 +14,7 @@ from iclrbench import runner
 from iclrbench.cli import write_leaderboard_html
 from iclrbench.core.result import RunResult, provenance
 from iclrbench.core.store import ResultStore
+from iclrbench.testing import fake_run
 
 pytestmark = pytest.mark.usefixtures("plugin")
 
@@ -76,19 +77,14 @@ def _synthetic_runs(n: int) -> list[RunResult]:
             y = np.cumsum(rng.random(100)).tolist()
             curves = {"regret": {"x": list(range(100)), "y": y, "x_label": "t", "y_label": "regret"}}
         runs.append(
-            RunResult(
-                task=f"synthetic-{task}",
-                task_version=1,
-                config={"size": config},
-                config_hash=f"c{config}",
-                algorithm=f"algo-{algo}",
+            fake_run(
+                f"synthetic-{task}",
+                f"algo-{algo}",
+                seed,
+                {"score": float(rng.normal(algo, 1)), "seconds": float(rng.random())},
                 role="reference" if algo == 0 else "baseline",
-                params={},
-                params_hash="p",
-                seed=seed,
+                config={"size": config},
                 budget="small",
-                status="ok",
-                metrics={"score": float(rng.normal(algo, 1)), "seconds": float(rng.random())},
                 curves=curves,
                 wall_s=1.0,
                 provenance=prov,
