@@ -293,14 +293,23 @@ def _open_store(db: str | None) -> Any:
     anything is computed when it cannot be written."""
     from iclrbench.core.store import ResultStore
 
-    return ResultStore(db)
+    return _opened(ResultStore(db))
 
 
 def _read_store(db: str | None) -> Any:
     """The store for a command that only reads: opened read-only, so a read-only file still works."""
     from iclrbench.core.store import ResultStore
 
-    return ResultStore(db, readonly=True)
+    return _opened(ResultStore(db, readonly=True))
+
+
+_OPEN_STORES: list[Any] = []
+
+
+def _opened(store: Any) -> Any:
+    """Remember ``store`` so that :func:`main` closes it when the command ends, however it ends."""
+    _OPEN_STORES.append(store)
+    return store
 
 
 def _guard_output(target: str | Path, store_path: Any, option: str) -> None:
@@ -957,6 +966,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
+    finally:
+        while _OPEN_STORES:
+            _OPEN_STORES.pop().close()
 
 
 if __name__ == "__main__":
