@@ -105,3 +105,94 @@ def test_locked_database_is_a_user_error(db: Path, monkeypatch: pytest.MonkeyPat
         holder.close()
     with ResultStore(db) as store:
         assert store.count() == 0
+
+
+# claim verdicts and their versions ------------------------------------------------------------------
+def _verdict(task: str = "t", claim: str = "c1", task_version: int = 1, **kw: object) -> ClaimResult:
+    values: dict[str, object] = {
+        "statement": "a statement",
+        "verdict": "reproduced",
+        "measured": {"slope": 0.6},
+        "budget": "small",
+        "config_hash": "h1",
+        "claim_version": 1,
+        **kw,
+    }
+    return ClaimResult(task=task, id=claim, task_version=task_version, **values)  # type: ignore[arg-type]
+
+
+def test_one_verdict_per_task_version_and_config(db: Path) -> None:
+    with ResultStore(db) as store:
+        store.put_claim(_verdict(task_version=1), "t1")
+        store.put_claim(_verdict(task_version=2), "t2")
+        store.put_claim(_verdict(task_version=2, config_hash="h2"), "t3")
+        store.put_claim(_verdict(task_version=2, verdict="inconclusive"), "t4")  # replaces its twin
+        every = store.claims("t", all_versions=True)
+        assert [(c.task_version, c.config_hash, c.verdict) for c in every] == [
+            (1, "h1", "reproduced"),
+            (2, "h1", "inconclusive"),
+            (2, "h2", "reproduced"),
+        ]
+
+
+def test_default_claims_are_the_installed_task_and_rule_versions(db: Path) -> None:
+    from iclrbench.core import catalog
+
+    cls = next(c for c in catalog.task_classes() if c.id == "contextual-bilateral-trade")
+    rule = cls.claims[0]
+    current = _verdict(cls.id, rule.id, cls.version, claim_version=rule.version)
+    with ResultStore(db) as store:
+        store.put_claim(current, "now")
+        store.put_claim(_verdict(cls.id, rule.id, cls.version - 1, claim_version=rule.version), "before")
+        store.put_claim(_verdict(cls.id, rule.id, cls.version + 1, claim_version=rule.version), "a branch")
+        store.put_claim(
+            _verdict(cls.id, rule.id, cls.version, config_hash="h0", claim_version=rule.version - 1), "x"
+        )
+        store.put_claim(_verdict(cls.id, "a-claim-since-removed", cls.version), "old")
+        assert store.claims(cls.id) == [current]
+        assert store.claims() == [current]
+        assert len(store.claims(cls.id, all_versions=True)) == 5
+
+
+def test_claims_of_a_task_not_installed_keep_its_newest_version(db: Path) -> None:
+    with ResultStore(db) as store:
+        store.put_claim(_verdict("gone", task_version=3), "a")
+        store.put_claim(_verdict("gone", task_version=5), "b")
+        assert [c.task_version for c in store.claims("gone")] == [5]
+
+
+_OLD_CLAIMS_TABLE = """CREATE TABLE claims (
+    task TEXT NOT NULL, claim_id TEXT NOT NULL, budget TEXT NOT NULL,
+    statement TEXT NOT NULL, verdict TEXT NOT NULL, measured TEXT NOT NULL, created_at TEXT NOT NULL,
+    PRIMARY KEY (task, claim_id, budget))"""
+
+
+def _old_store(db: Path) -> None:
+    """A store as iclrbench wrote it before verdicts had versions: the claims table of that time."""
+    ResultStore(db).close()
+    conn = sqlite3.connect(db)
+    conn.execute("DROP TABLE claims")
+    conn.execute(_OLD_CLAIMS_TABLE)
+    conn.execute("INSERT INTO claims VALUES ('t', 'c1', 'small', 's', 'reproduced', '{\"x\": 1}', 'then')")
+    conn.commit()
+    conn.close()
+
+
+def test_an_old_claims_table_is_migrated_in_place(db: Path) -> None:
+    _old_store(db)
+    with ResultStore(db, readonly=True) as reader:  # read as it is, without writing
+        (old,) = reader.claims("t", all_versions=True)
+        assert (old.task_version, old.config_hash, old.claim_version) == (0, "", 0)
+    with ResultStore(db) as store:
+        (old,) = store.claims("t", all_versions=True)
+        assert (old.verdict, old.measured, old.task_version, old.config_hash) == (
+            "reproduced",
+            {"x": 1},
+            0,
+            "",
+        )
+        store.put_claim(_verdict(task_version=1), "now")  # a new version does not replace the old verdict
+        assert len(store.claims("t", all_versions=True)) == 2
+        assert store.integrity() == "ok"
+    columns = {r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(claims)")}
+    assert {"task_version", "config_hash", "claim_version"} <= columns

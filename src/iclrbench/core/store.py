@@ -449,37 +449,44 @@ class ResultStore:
         if task is not None:
             sql += " WHERE task = ?"
             args.append(task)
-        rows = self._conn.execute(sql + " ORDER BY task, claim_id, budget, created_at", args).fetchall()
+        order = " ORDER BY task, claim_id, budget" + (", task_version, config_hash" if versioned else "")
+        rows = self._conn.execute(sql + order, args).fetchall()
         results = [
-            ClaimResult(
-                task=t,
-                id=i,
-                statement=s,
-                verdict=v,
-                measured=json.loads(m),
-                budget=b,
-                task_version=int(tv),
-                config_hash=ch,
-                claim_version=int(cv),
+            (
+                created,
+                ClaimResult(
+                    task=t,
+                    id=i,
+                    statement=s,
+                    verdict=v,
+                    measured=json.loads(m),
+                    budget=b,
+                    task_version=int(tv),
+                    config_hash=ch,
+                    claim_version=int(cv),
+                ),
             )
-            for t, i, s, v, m, b, tv, ch, cv, _created in rows
+            for t, i, s, v, m, b, tv, ch, cv, created in rows
         ]
-        return results if all_versions else _current_claims(results)
+        if all_versions:
+            return [c for _, c in results]
+        return _current_claims(results)
 
     def integrity(self) -> str:
         return str(self._conn.execute("PRAGMA integrity_check").fetchone()[0])
 
 
-def _current_claims(results: list[ClaimResult]) -> list[ClaimResult]:
-    """The verdicts of each task's current version and each claim's current rule (see ``claims``)."""
+def _current_claims(results: list[tuple[str, ClaimResult]]) -> list[ClaimResult]:
+    """The verdicts of each task's current version and each claim's current rule (see ``claims``);
+    ``results`` are (created_at, verdict) pairs."""
     from iclrbench.core import catalog  # late: the store itself needs no task
 
     installed = {cls.id: cls for cls in catalog.task_classes()}
     newest_stored: dict[str, int] = {}
-    for c in results:
+    for _, c in results:
         newest_stored[c.task] = max(newest_stored.get(c.task, c.task_version), c.task_version)
-    kept: dict[tuple[str, str, str], ClaimResult] = {}
-    for c in results:  # ordered by created_at within a claim: a later verdict replaces an earlier one
+    kept: dict[tuple[str, str, str], tuple[str, ClaimResult]] = {}
+    for created, c in results:
         cls = installed.get(c.task)
         if cls is None:
             if c.task_version != newest_stored[c.task]:
@@ -488,5 +495,7 @@ def _current_claims(results: list[ClaimResult]) -> list[ClaimResult]:
             rules = {claim.id: claim.version for claim in cls.claims}
             if c.task_version != cls.version or rules.get(c.id) != c.claim_version:
                 continue
-        kept[(c.task, c.id, c.budget)] = c
-    return list(kept.values())
+        key = (c.task, c.id, c.budget)
+        if key not in kept or created >= kept[key][0]:  # several base configs: the newest verdict
+            kept[key] = (created, c)
+    return [c for _, c in kept.values()]
