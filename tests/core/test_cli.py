@@ -244,3 +244,111 @@ def test_ctrl_c_keeps_finished_runs(tmp_path: Path) -> None:
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert conn.execute("SELECT COUNT(*) FROM runs WHERE status = 'ok'").fetchone()[0] >= printed
+
+
+# ------------------------------------------------------------------------------- unavailable tasks
+@pytest.fixture
+def unavailable(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The bilateral-trade task as if its packages were missing; making it, or importing its algorithm
+    modules, would fail loudly (neither may happen to list it or refuse it)."""
+    from iclrbench.core import catalog
+    from iclrbench.core.task import Requirement
+
+    cls = next(c for c in catalog.task_classes() if c.id == TASK)
+    monkeypatch.setattr(cls, "requires", Requirement(extra="nope", modules=("iclrbench_no_such_module",)))
+    monkeypatch.setattr(cls, "algorithm_modules", ("iclrbench_no_such_module.algorithms",))
+    line = cls.unavailable()
+    assert line is not None and "pip install 'iclrbench[nope]'" in line
+    return line
+
+
+def test_list_shows_an_unavailable_task_with_its_pip_line(
+    bench: BenchRunner, unavailable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iclrbench.core import catalog
+
+    cls = next(c for c in catalog.task_classes() if c.id == TASK)
+
+    def no_instances(self: object) -> None:
+        raise AssertionError("bench list made an unavailable task")
+
+    monkeypatch.setattr(cls, "__init__", no_instances)
+    code, out, err = bench("list")
+    assert code == 0, err
+    section = out.split(f"algorithms of {TASK}:")[1].split("\nalgorithms of")[0]
+    assert unavailable in section and "ellipsoid-sbb" not in section
+    rows = json.loads(bench("list", "--format", "json")[1])
+    row = next(r for r in rows if r["id"] == TASK)
+    assert row["available"] is False and row["unavailable"] == unavailable and row["algorithms"] == []
+    assert all(r["available"] for r in rows if r["id"] != TASK)
+
+
+def test_every_command_on_an_unavailable_task_is_its_one_line(
+    bench: BenchRunner, unavailable: str, db: Path, tmp_path: Path
+) -> None:
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text(f"budget: smoke\nseeds: 0\ntasks:\n  {TASK}:\n    algorithms: all\n")
+    for args in (
+        ["run", TASK, "--all", "--budget", "smoke", "--db", db],
+        ["run", TASK, "ellipsoid-sbb", "--budget", "smoke", "--db", db],
+        ["claims", TASK, "--budget", "smoke", "--db", db],
+        ["info", TASK],
+        ["sweep", sweep_file, "--db", db],
+    ):
+        code, out, err = bench(*args)
+        assert code == 2, (args, out, err)
+        assert err == f"bench: error: {unavailable}\n", (args, err)
+        assert not db.exists(), args  # nothing stored, not even an empty results file
+
+
+# ------------------------------------------------------------------------------- claims and versions
+def test_claims_print_older_verdicts_only_with_all_versions(bench: BenchRunner, db: Path) -> None:
+    from iclrbench.core.store import ResultStore
+    from iclrbench.core.task import ClaimResult
+
+    older = ClaimResult(TASK, "ellipsoid-log-regret", "s", "not_reproduced", {"slope": 9}, "smoke", 0, "", 0)
+    with ResultStore(db) as store:
+        store.put_claim(older, "2025-01-01T00:00:00+00:00")
+    code, out, _ = bench("claims", TASK, "--budget", "smoke", "--db", db, "--format", "json")
+    assert code == 0
+    current = json.loads(out)
+    assert len(current) == 3 and all(c["current"] and c["task_version"] >= 1 for c in current)
+    assert all(c["config_hash"] and c["claim_version"] >= 1 for c in current)
+    code, out, _ = bench(
+        "claims", TASK, "--budget", "smoke", "--db", db, "--format", "json", "--all-versions"
+    )
+    every = json.loads(out)
+    assert len(every) == 4
+    (old,) = [c for c in every if not c["current"]]
+    assert (old["task_version"], old["verdict"], old["measured"]) == (0, "not_reproduced", {"slope": 9})
+    text = bench("claims", TASK, "--budget", "smoke", "--db", db, "--all-versions")[1]
+    assert "stored: task v0" in text
+    with ResultStore(db, readonly=True) as store:  # what the page and bench leaderboard read
+        assert {c.task_version for c in store.claims(TASK)} == {current[0]["task_version"]}
+
+
+# ------------------------------------------------------------------------------------------- demo
+def test_demo_prints_primary_metrics_judges_no_claims_and_names_the_claims_command(
+    bench: BenchRunner, db: Path, tmp_path: Path, plugin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two tasks whose primary metrics differ (regret, score); the demo's smoke runs never judge a claim
+    (each is defined at its own budget); it ends with each task's 'bench claims' command."""
+    from iclrbench.core import catalog
+    from iclrbench.core.store import ResultStore
+
+    chosen = [c for c in catalog.task_classes() if c.id in (TASK, "noop")]
+    monkeypatch.setattr(catalog, "task_classes", lambda: chosen)
+    monkeypatch.setenv("FLAKY_DIR", str(tmp_path))
+    (tmp_path / "seed-0").touch()  # the flaky plugin algorithm has had its failure
+    page = tmp_path / "page.html"
+    code, _out, err = bench("demo", "--seeds", "0", "--db", db, "--html", page)
+    assert code == 0, err
+    lines = err.splitlines()
+    assert any("seed=0" in line and "regret=" in line for line in lines)
+    assert any("constant" in line and "score=1" in line for line in lines)
+    assert not any("noop" in line or "constant" in line for line in lines if "regret=" in line)
+    assert f"bench claims {TASK} --db {db}" in err
+    assert "claim " not in err.replace("bench claims", "")  # no verdict printed
+    with ResultStore(db, readonly=True) as store:
+        assert store.claims(all_versions=True) == []
+    assert page.exists()
