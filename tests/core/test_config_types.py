@@ -134,6 +134,7 @@ def test_nan_is_taken_where_declared() -> None:
         ("flag", 0, False),
         ("layers", [3, 4], (3, 4)),
         ("layers", (5,), (5,)),
+        ("layers", ["1e3", 4], (1000, 4)),  # YAML 1.1 leaves 1e3 a string
         ("layers", "3,4", (3, 4)),  # a YAML string is read as --set text
         ("rates", [1, 0.5], (1.0, 0.5)),
         ("names", ["a", "b"], ("a", "b")),
@@ -207,7 +208,15 @@ def test_as_dict_is_plain_json_and_builds_back_equal() -> None:
         ({"flag": "maybe"}, "flag: expected bool, got 'maybe'"),
         ({"layers": "3,x"}, "layers: expected tuple[int, ...], got '3,x' (item 2 'x' is not int)"),
         ({"layers": "3;4"}, "layers: expected tuple[int, ...], got '3;4' (item 1 '3;4' is not int)"),
-        ({"layers": [3, "x"]}, "layers: expected tuple[int, ...], got [3, 'x'] (item 2: input should be"),
+        ({"layers": [3, "x"]}, "layers: expected tuple[int, ...], got [3, 'x'] (item 2 'x' is not int)"),
+        (
+            {"layers": [True]},
+            "layers: expected tuple[int, ...], got [True] (item 1: a boolean is not a number)",
+        ),
+        (
+            {"rates": [0.5, None]},
+            "rates: expected tuple[float, ...], got [0.5, None] (item 2: input should be",
+        ),
         ({"layers": "0,4"}, "layers: 0 is below the minimum 1"),
         ({"pair": "1,2,3"}, "pair: expected tuple[int, str], got '1,2,3' (3 items, expected 2)"),
         ({"mode": "slwo"}, "mode: expected Literal['fast', 'slow'], got 'slwo'; did you mean 'slow'?"),

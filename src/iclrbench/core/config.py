@@ -250,20 +250,7 @@ def _from_text(tp: Any, text: str) -> Any:
                 continue
         raise _Bad(did_you_mean(text.strip(), [str(c) for c in args]))
     if origin in _SEQUENCES:
-        items = _split_items(text)
-        if origin is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
-            kinds = list(args) if len(args) == len(items) else None
-            if kinds is None:
-                raise _Bad(f"{len(items)} items, expected {len(args)}")
-        else:
-            kinds = [args[0] if args else Any] * len(items)
-        out = []
-        for i, (kind, item) in enumerate(zip(kinds, items, strict=True)):
-            try:
-                out.append(_from_text(kind, item) if isinstance(item, str) else item)
-            except _Bad as exc:
-                raise _Bad(f"item {i + 1} {item!r} is not {type_name(kind)}{_detail(exc)}") from None
-        return out
+        return _sequence_items(tp, _split_items(text))
     if origin is dict or _is_dataclass_type(tp):
         try:
             data = json.loads(text)
@@ -280,6 +267,36 @@ def _from_text(tp: Any, text: str) -> Any:
         except (TypeError, ValueError):
             raise _Bad() from None
     return text
+
+
+def _sequence_items(tp: Any, items: list[Any]) -> list[Any]:
+    """The items of a tuple or list type, those given as text read as their item type (so that ``1e3`` is
+    an int inside ``[1e3, 4]`` too, as YAML leaves it a string); other items are left to pydantic."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) is tuple and args and not (len(args) == 2 and args[1] is Ellipsis):
+        if len(args) != len(items):
+            raise _Bad(f"{len(items)} items, expected {len(args)}")
+        kinds = list(args)
+    else:
+        kinds = [args[0] if args else Any] * len(items)
+    out = []
+    for i, (kind, item) in enumerate(zip(kinds, items, strict=True)):
+        try:
+            out.append(_from_text(kind, item) if isinstance(item, str) else _from_python(kind, item))
+        except _Bad as exc:
+            raise _Bad(f"item {i + 1} {item!r} is not {type_name(kind)}{_detail(exc)}") from None
+    return out
+
+
+def _from_python(tp: Any, value: Any) -> Any:
+    """A Python value (from YAML, a budget, ``as_dict``) with the strings inside its lists read as text."""
+    tp = _strip_annotated(tp)
+    if _is_union(tp):
+        real = [arm for arm in typing.get_args(tp) if arm is not type(None)]
+        return value if value is None or len(real) != 1 else _from_python(real[0], value)
+    if typing.get_origin(tp) in _SEQUENCES and isinstance(value, (list, tuple)):
+        return _sequence_items(tp, list(value))
+    return value
 
 
 def _detail(exc: _Bad) -> str:
@@ -408,7 +425,7 @@ def parse_value(cls: type, name: str, raw: Any, *, key: str | None = None) -> An
     if nested is not None:
         return _parse_nested(nested, f, kind, raw, key)
     try:
-        value = _validate(kind, _from_text(kind, raw) if isinstance(raw, str) else raw)
+        value = _validate(kind, _from_text(kind, raw) if isinstance(raw, str) else _from_python(kind, raw))
     except _Bad as exc:
         raise UserError(f"{key}: expected {type_name(kind)}, got {_show(raw)}{_detail(exc)}") from None
     if not f.metadata.get("allow_nonfinite", False) and _has_nonfinite(value):
