@@ -69,3 +69,23 @@ def test_claim_judges_can_say_no() -> None:
     )
     failed = [[r for r in runs(100, 1.0)][:1]]
     assert judge_log_regret(failed)[0] == "inconclusive"
+
+
+def test_claim_judges_are_inconclusive_without_runs_and_decide_on_per_seed_intervals() -> None:
+    from iclrbench.benchmarks.bilateral_trade import judge_log_regret, judge_noisy_rate, judge_one_bit
+    from iclrbench.testing import fake_run
+
+    for judge in (judge_log_regret, judge_noisy_rate, judge_one_bit):
+        assert judge([[], [], []])[0] == "inconclusive" and judge([])[0] == "inconclusive"
+    # regret ~ T^(2/3) on average, but seeds disagree wildly: the slope's interval straddles the range
+    slopes = {0: 0.3, 1: 1.0, 2: 0.7}
+    groups = [
+        [
+            fake_run(TASK, "a", s, {"regret": t**b, "budget_deficit": 0.0}, config={"horizon": t})
+            for s, b in slopes.items()
+        ]
+        for t in (1000, 10000, 100000)
+    ]
+    verdict, measured = judge_noisy_rate(groups)
+    assert verdict == "inconclusive", measured
+    assert measured["slope_at_least_0.55"]["seeds"] == 3

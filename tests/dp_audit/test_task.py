@@ -31,10 +31,14 @@ def test_same_seed_same_audit() -> None:
     assert runner.execute(spec).metrics["epsilon_lower"] == runner.execute(spec).metrics["epsilon_lower"]
 
 
-def _runs(metrics: dict[str, float], **config: object) -> list[RunResult]:
-    return fake_runs(
-        TASK, "a", (0,), metrics, role="reference", config={"runs": 1000, **config}, budget="small"
+def _runs(metrics: dict[str, float], spread: float = 0.02, **config: object) -> list[RunResult]:
+    """Three audits (seeds 0-2) whose metrics spread by +-``spread`` around ``metrics``."""
+    runs = fake_runs(
+        TASK, "a", (0, 1, 2), metrics, role="reference", config={"runs": 1000, **config}, budget="small"
     )
+    for run, shift in zip(runs, (-spread, 0.0, spread), strict=True):
+        run.metrics.update({k: v + shift for k, v in metrics.items()})
+    return runs
 
 
 def test_claim_judges_can_say_no() -> None:
@@ -42,10 +46,14 @@ def test_claim_judges_can_say_no() -> None:
         _runs({"tightness": t, "epsilon_lower": 1.0}, epsilon_target=e)
         for t, e in ((0.8, 2), (0.6, 4), (0.9, 8))
     ]
-    assert judge_tight(tight)[0] == "not_reproduced"
+    verdict, measured = judge_tight(tight)
+    assert verdict == "not_reproduced"
+    assert measured["tightness_eps_4"]["verdict"] == "not_reproduced"
+    assert measured["tightness_eps_2"]["verdict"] == "reproduced"
     few = [[r for r in g] for g in tight]
     for g in few:
-        g[0].config["runs"] = 200
+        for r in g:
+            r.config["runs"] = 200
     assert judge_tight(few)[0] == "inconclusive"
     assert (
         judge_k(
@@ -55,3 +63,21 @@ def test_claim_judges_can_say_no() -> None:
     )
     groups = [_runs({"epsilon_lower": 1.0}), _runs({"epsilon_lower": 3.0}), _runs({"epsilon_lower": 2.0})]
     assert judge_input(groups)[0] == "not_reproduced"
+
+
+def test_claim_judges_say_yes_only_on_clear_evidence() -> None:
+    assert judge_k([_runs({"tightness": 0.7}), _runs({"tightness": 0.4})])[0] == "reproduced"
+    # a difference within the seeds' noise decides nothing
+    assert judge_k([_runs({"tightness": 0.5}, spread=0.2), _runs({"tightness": 0.45}, spread=-0.2)])[0] == (
+        "inconclusive"
+    )
+    groups = [_runs({"epsilon_lower": 3.0}), _runs({"epsilon_lower": 2.5}), _runs({"epsilon_lower": 1.0})]
+    verdict, measured = judge_input(groups)
+    assert verdict == "reproduced"
+    assert measured["gc_r_minus_input"]["seeds"] == 3 and "paired" in measured["gc_r_minus_input"]["method"]
+
+
+@pytest.mark.parametrize("judge", [judge_tight, judge_k, judge_input])
+def test_empty_groups_are_inconclusive(judge) -> None:  # type: ignore[no-untyped-def]
+    assert judge([[], [], []])[0] == "inconclusive"
+    assert judge([])[0] == "inconclusive"

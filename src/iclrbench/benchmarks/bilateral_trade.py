@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from iclrbench.algorithms.bilateral_trade import PricingPolicy
+from iclrbench.core import decision
 from iclrbench.core.algorithm import Algorithm
 from iclrbench.core.result import RunResult
 from iclrbench.core.seeding import rng_for
@@ -26,7 +27,7 @@ CURVE_POINTS = 100
 
 #: horizons and dimension each claim sweeps, per budget (regret(T) needs one run per T: epsilon = d^2/T)
 CLAIM_SCALE: dict[str, dict[str, Any]] = {
-    "smoke": {"d": 4, "horizons": (100, 1_000, 10_000), "seeds": (0, 1, 2)},
+    "smoke": {"d": 4, "horizons": (100, 1_000, 10_000), "seeds": (0, 1, 2, 3, 4)},
     "small": {"d": 8, "horizons": (1_000, 10_000, 100_000), "seeds": (0, 1, 2, 3, 4)},
     "paper": {"d": 8, "horizons": (1_000, 10_000, 100_000, 1_000_000), "seeds": tuple(range(20))},
 }
@@ -41,79 +42,97 @@ def _sweep(algorithm: str, budget: str, **overrides: Any) -> list[RunRequest]:
     ]
 
 
-def _mean_regret(groups: list[list[RunResult]]) -> tuple[np.ndarray, np.ndarray] | None:
-    """(horizons, mean regret per horizon) from ok runs, or None when a horizon has under 2 ok runs."""
-    horizons, means = [], []
-    for runs in groups:
-        ok = [r for r in runs if r.status == "ok"]
-        if len(ok) < 2:
-            return None
-        horizons.append(ok[0].config["horizon"])
-        means.append(float(np.mean([r.metrics["regret"] for r in ok])))
-    return np.array(horizons, dtype=float), np.array(means)
+def _per_seed_regret(groups: list[list[RunResult]]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(horizons, regret[seed, horizon]) over the seeds with a successful run at every horizon, or None
+    when fewer than 2 such seeds: every claim here is judged on a per-seed statistic's interval."""
+    if not groups or any(not g for g in groups):
+        return None
+    by_seed = [{r.seed: r.metrics["regret"] for r in g if r.status == "ok"} for g in groups]
+    seeds = sorted(set.intersection(*(set(d) for d in by_seed)))
+    if len(seeds) < 2:
+        return None
+    horizons = np.array(
+        [next(r for r in g if r.status == "ok").config["horizon"] for g in groups], dtype=float
+    )
+    return horizons, np.array([[d[s] for d in by_seed] for s in seeds], dtype=float)
 
 
-def _loglog_slope(horizons: np.ndarray, regret: np.ndarray) -> float:
-    return float(np.polyfit(np.log(horizons), np.log(np.maximum(regret, 1e-12)), 1)[0])
+def _loglog_slopes(horizons: np.ndarray, regret: np.ndarray) -> np.ndarray:
+    """Least-squares slope of log regret on log T, one per row (seed) of ``regret``."""
+    x = np.log(horizons)
+    y = np.log(np.maximum(regret, 1e-12))
+    xc = x - x.mean()
+    return (y - y.mean(axis=-1, keepdims=True)) @ xc / (xc @ xc)
+
+
+def _regret_figures(horizons: np.ndarray, regret: np.ndarray) -> dict[str, Any]:
+    return {
+        "horizons": horizons.astype(int).tolist(),
+        "mean_regret": np.round(regret.mean(axis=0), 2).tolist(),
+        "seeds": int(regret.shape[0]),
+    }
+
+
+NO_DATA = "fewer than 2 seeds with a successful run at every horizon"
 
 
 def judge_log_regret(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """Thm 1: O(log T). Per-decade increments roughly constant (largest / smallest <= 2; a sqrt(T) rate
-    gives 3.16) and regret(T)/T falling at least 5-fold over the sweep (it is flat for linear regret)."""
-    data = _mean_regret(groups)
+    """Thm 1: O(log T). Per seed, the largest / smallest per-decade regret increment is <= 2 (a sqrt(T)
+    rate gives 3.16) and regret(T)/T falls at least 5-fold over the sweep (flat for linear regret); each
+    judged on its interval over seeds."""
+    data = _per_seed_regret(groups)
     if data is None:
-        return "inconclusive", {"reason": "fewer than 2 successful runs at some horizon"}
+        return decision.empty(NO_DATA)
     horizons, regret = data
-    increments = np.diff(regret)
-    per_round = regret / horizons
-    increment_ratio = float(increments.max() / increments.min()) if increments.min() > 0 else float("inf")
-    drop = float(per_round[-1] / per_round[0])
-    measured = {
-        "horizons": horizons.astype(int).tolist(),
-        "mean_regret": np.round(regret, 2).tolist(),
-        "increments_per_decade": np.round(increments, 2).tolist(),
-        "increment_ratio": round(increment_ratio, 3),
-        "regret_over_T_ratio_last_first": round(drop, 5),
-        "loglog_slope": round(_loglog_slope(horizons, regret), 3),
+    increments = np.diff(regret, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(increments.min(axis=1) > 0, increments.max(axis=1) / increments.min(axis=1), np.inf)
+    drop = (regret[:, -1] / horizons[-1]) / (regret[:, 0] / horizons[0])
+    parts = {
+        "increment_ratio": decision.threshold(
+            ratio, "<=", 2.0, quantity="max/min regret increment per decade"
+        ),
+        "regret_over_T_drop": decision.threshold(drop, "<=", 0.2, quantity="(R(T)/T) last / first"),
     }
-    ok = increment_ratio <= 2.0 and drop <= 0.2
-    return ("reproduced" if ok else "not_reproduced"), measured
+    return decision.combine(parts, **_regret_figures(horizons, regret))
 
 
 def judge_noisy_rate(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """Sec. 4: O~(T^{2/3}) with noise: the log-log slope of mean regret on T lies in [0.55, 0.8]."""
-    data = _mean_regret(groups)
+    """Sec. 4: O~(T^{2/3}) with noise: the per-seed log-log slope of regret on T lies in [0.55, 0.8]
+    (its interval over seeds inside the range)."""
+    data = _per_seed_regret(groups)
     if data is None:
-        return "inconclusive", {"reason": "fewer than 2 successful runs at some horizon"}
+        return decision.empty(NO_DATA)
     horizons, regret = data
-    slope = _loglog_slope(horizons, regret)
-    measured = {
-        "horizons": horizons.astype(int).tolist(),
-        "mean_regret": np.round(regret, 2).tolist(),
-        "loglog_slope": round(slope, 3),
-        "target": [0.55, 0.8],
+    slopes = _loglog_slopes(horizons, regret)
+    parts = {
+        "slope_at_least_0.55": decision.threshold(slopes, ">=", 0.55, quantity="log-log slope"),
+        "slope_at_most_0.8": decision.threshold(slopes, "<=", 0.8, quantity="log-log slope"),
     }
-    return ("reproduced" if 0.55 <= slope <= 0.8 else "not_reproduced"), measured
+    return decision.combine(parts, **_regret_figures(horizons, regret))
 
 
 def judge_one_bit(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """Sec. 5: the one-bit/GBB reduction keeps a non-negative total profit in every run (deficit 0) and
-    sublinear regret (log-log slope of mean regret < 0.9)."""
-    data = _mean_regret(groups)
+    """Sec. 5: the one-bit/GBB reduction keeps a non-negative total profit in every run (deficit 0: any
+    deficit refutes it) and sublinear regret (per-seed log-log slope < 0.9, on its interval)."""
+    data = _per_seed_regret(groups)
     if data is None:
-        return "inconclusive", {"reason": "fewer than 2 successful runs at some horizon"}
+        return decision.empty(NO_DATA)
     horizons, regret = data
     deficits = [r.metrics["budget_deficit"] for runs in groups for r in runs if r.status == "ok"]
-    slope = _loglog_slope(horizons, regret)
-    measured = {
-        "horizons": horizons.astype(int).tolist(),
-        "mean_regret": np.round(regret, 2).tolist(),
-        "loglog_slope": round(slope, 3),
-        "max_budget_deficit": float(max(deficits)),
-        "runs": len(deficits),
-    }
-    ok = max(deficits) == 0.0 and slope < 0.9
-    return ("reproduced" if ok else "not_reproduced"), measured
+    verdict, measured = decision.combine(
+        {
+            "sublinear": decision.threshold(
+                _loglog_slopes(horizons, regret), "<", 0.9, quantity="log-log slope"
+            )
+        },
+        **_regret_figures(horizons, regret),
+        max_budget_deficit=float(max(deficits)),
+        runs=len(deficits),
+    )
+    if max(deficits) > 0.0:
+        return "not_reproduced", {**measured, "reason": "a run ended with a budget deficit"}
+    return verdict, measured
 
 
 class BilateralTradeTask(Task):
@@ -165,12 +184,14 @@ class BilateralTradeTask(Task):
             "(per-decade increments roughly constant; regret(T)/T -> 0).",
             lambda budget: _sweep("ellipsoid-sbb", budget),
             judge_log_regret,
+            version=2,
         ),
         Claim(
             "noisy-two-thirds",
             "Noisy valuations: regret grows like T^(2/3) (log-log slope in [0.55, 0.8]).",
             lambda budget: _sweep("scouting-ls", budget, noise=NOISE_FOR_CLAIM),
             judge_noisy_rate,
+            version=2,
         ),
         Claim(
             "one-bit-global-budget",
@@ -178,6 +199,7 @@ class BilateralTradeTask(Task):
             "sublinear regret.",
             lambda budget: _sweep("one-bit-gbb", budget, feedback="one-bit", budget_balance="global"),
             judge_one_bit,
+            version=2,
         ),
     )
 

@@ -4,9 +4,15 @@ threat model", ICLR 2025 (arXiv:2405.14457).
 One evaluation is one audit: 2 x ``runs`` DP-SGD trainings (canary in / out), the adversary's scores, an
 empirical lower bound on epsilon, the accountant's upper bound for the same run, and their ratio.
 
-Lower bound (Sec. 2.3, after Nasr et al. 2023): for every threshold on the scores, 95% Clopper-Pearson
-upper bounds on the false positive and false negative rates give mu = Phi^-1(1 - FPR) - Phi^-1(FNR); the
-largest mu is converted to epsilon at delta through the mu-GDP trade-off curve (Dong, Roth, Su 2022).
+Lower bound (Sec. 2.3, after Nasr et al. 2023): a threshold on the scores is a membership test; 95%
+Clopper-Pearson (1934) upper bounds on its false positive and false negative rates give
+mu = Phi^-1(1 - FPR) - Phi^-1(FNR), converted to epsilon at delta through the mu-GDP trade-off curve
+(Dong, Roth, Su 2022). The threshold is chosen on the first half of each world's runs (the one whose
+bound is largest there) and the Clopper-Pearson bounds are computed on the second half only: a bound at
+a threshold picked as the best of ~2,000 on the same runs exceeded the true epsilon 9-15% of the time
+at a nominal 5% (issue 21), whereas a threshold fixed before the held-out runs are seen keeps the
+Clopper-Pearson guarantee (P(eps_lower > eps) <= 5%). Half the runs bound the rates, so the bound is
+lower than the all-thresholds figure (task version 2).
 Upper bound: with known batches there is no subsampling, so the canary's ``n`` insertions compose n
 Gaussian mechanisms of sensitivity C and noise sigma C: exactly mu-GDP with mu = sqrt(n) / sigma, whose
 epsilon(delta) is the closed form below (Opacus's PRV accountant agrees; its RDP accountant is looser).
@@ -24,6 +30,7 @@ from scipy.stats import beta as beta_dist
 from scipy.stats import norm
 
 from iclrbench.algorithms.dp_audit import AuditAdversary
+from iclrbench.core import decision
 from iclrbench.core.algorithm import Algorithm
 from iclrbench.core.result import RunResult
 from iclrbench.core.seeding import rng_for
@@ -80,21 +87,65 @@ def mu_for_epsilon(epsilon: float, delta: float) -> float:
     return float(brentq(lambda m: gdp_epsilon(m, delta) - epsilon, 1e-6, 50.0, xtol=1e-12))
 
 
+def _z_tables(trials: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """For k = 0..trials errors: Phi^-1(1 - CP upper) (false positives) and Phi^-1(CP upper) (false
+    negatives), so that mu = zf[FP] - zn[FN] needs no per-threshold quantile computations."""
+    upper = clopper_pearson_upper(np.arange(trials + 1), trials, alpha)
+    with np.errstate(divide="ignore"):
+        return norm.ppf(1 - upper), norm.ppf(upper)
+
+
+def best_threshold(
+    scores_in: np.ndarray, scores_out: np.ndarray, alpha: float = CONFIDENCE_ALPHA
+) -> tuple[np.ndarray, np.ndarray]:
+    """(threshold, mu) of the threshold whose Clopper-Pearson mu is largest on these runs ("in" when
+    score >= threshold), over every distinct score; vectorised over leading axes (..., runs).
+
+    The mu returned is *not* a valid lower bound: it is the best of many on the same runs. Use it only
+    to choose a threshold for held-out runs (:func:`audit_mu_lower`)."""
+    s_in, s_out = np.asarray(scores_in, dtype=float), np.asarray(scores_out, dtype=float)
+    n_in, n_out = s_in.shape[-1], s_out.shape[-1]
+    zf, _ = _z_tables(n_out, alpha)
+    _, zn = _z_tables(n_in, alpha)
+    both = np.concatenate([s_in, s_out], axis=-1)
+    order = np.argsort(both, axis=-1, kind="stable")
+    ordered = np.take_along_axis(both, order, axis=-1)
+    is_in = order < n_in
+    in_below = np.cumsum(is_in, axis=-1) - is_in  # "in" scores strictly before each position
+    position = np.arange(both.shape[-1])
+    false_neg = in_below  # in scored < threshold (only first positions of ties are used below)
+    false_pos = n_out - (position - in_below)  # out scored >= threshold
+    first = np.ones(ordered.shape, dtype=bool)
+    first[..., 1:] = ordered[..., 1:] > ordered[..., :-1]
+    mu = np.where(first, zf[false_pos] - zn[false_neg], -np.inf)
+    best = np.argmax(mu, axis=-1)[..., None]
+    return np.take_along_axis(ordered, best, axis=-1)[..., 0], np.take_along_axis(mu, best, axis=-1)[..., 0]
+
+
+def audit_mu_lower(
+    scores_in: np.ndarray, scores_out: np.ndarray, alpha: float = CONFIDENCE_ALPHA
+) -> np.ndarray:
+    """A valid (1 - alpha) lower bound on mu: threshold chosen on the first half of each world's runs,
+    Clopper-Pearson bounds on the second half (a union bound over the two rates at alpha / 2 each).
+    Vectorised over leading axes (..., runs); at least 0."""
+    s_in, s_out = np.asarray(scores_in, dtype=float), np.asarray(scores_out, dtype=float)
+    half_in, half_out = s_in.shape[-1] // 2, s_out.shape[-1] // 2
+    threshold, _ = best_threshold(s_in[..., :half_in], s_out[..., :half_out], alpha)
+    held_in, held_out = s_in[..., half_in:], s_out[..., half_out:]
+    false_pos = (held_out >= threshold[..., None]).sum(axis=-1)
+    false_neg = (held_in < threshold[..., None]).sum(axis=-1)
+    zf, _ = _z_tables(held_out.shape[-1], alpha)
+    _, zn = _z_tables(held_in.shape[-1], alpha)
+    return np.maximum(zf[false_pos] - zn[false_neg], 0.0)
+
+
 def audit_lower_bound(
     scores_in: np.ndarray, scores_out: np.ndarray, delta: float, alpha: float = CONFIDENCE_ALPHA
 ) -> tuple[float, float]:
-    """(mu, epsilon) lower bounds from membership scores (higher = "in"), over all thresholds."""
-    s_in, s_out = np.sort(scores_in), np.sort(scores_out)
-    thresholds = np.unique(np.concatenate([s_in, s_out]))
-    false_pos = len(s_out) - np.searchsorted(s_out, thresholds, side="left")  # out scored >= threshold
-    false_neg = np.searchsorted(s_in, thresholds, side="left")  # in scored < threshold
-    fpr = clopper_pearson_upper(false_pos, len(s_out), alpha)
-    fnr = clopper_pearson_upper(false_neg, len(s_in), alpha)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mu = norm.ppf(1 - fpr) - norm.ppf(fnr)
-    mu = mu[np.isfinite(mu)]
-    best = float(max(mu.max(), 0.0)) if mu.size else 0.0
-    return best, gdp_epsilon(best, delta)
+    """(mu, epsilon) (1 - alpha) lower bounds from membership scores (higher = "in") of one audit,
+    by :func:`audit_mu_lower` (threshold from one half of the runs, bound from the other)."""
+    mu = float(audit_mu_lower(scores_in, scores_out, alpha))
+    return mu, gdp_epsilon(mu, delta)
 
 
 def noise_multiplier(config: DpAuditConfig) -> float:
@@ -115,27 +166,21 @@ def _requests_tight(budget: str) -> list[RunRequest]:
 
 
 def judge_tight(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """k = 1, GC-R: mean tightness >= 0.7 at each epsilon_upper in {2, 4, 8} (>= 1000 runs per world)."""
-    if any(len(ok_runs(g)) < 1 for g in groups):
-        return "inconclusive", {"reason": "a configuration has no successful audit"}
-    tight = {
-        f"eps_{g[0].config['epsilon_target']:g}": round(mean_metric(ok_runs(g), "tightness"), 4)
+    """k = 1, GC-R: tightness >= 0.7 at each epsilon_upper in {2, 4, 8} (>= 1000 runs per world), each
+    judged on the Student-t interval of tightness over audits (seeds), all three required."""
+    if not groups or any(not ok_runs(g) for g in groups):
+        return decision.empty("a configuration has no successful audit")
+    parts = {
+        f"tightness_eps_{ok_runs(g)[0].config['epsilon_target']:g}": decision.threshold(
+            [r.metrics["tightness"] for r in ok_runs(g)], ">=", 0.7, quantity="tightness"
+        )
         for g in groups
     }
-    lower = {
-        f"eps_{g[0].config['epsilon_target']:g}": round(mean_metric(ok_runs(g), "epsilon_lower"), 3)
-        for g in groups
-    }
-    runs = groups[0][0].config["runs"]
-    measured = {
-        "tightness": tight,
-        "epsilon_lower": lower,
-        "runs_per_world": runs,
-        "audits_per_epsilon": len(ok_runs(groups[0])),
-    }
+    runs = ok_runs(groups[0])[0].config["runs"]
+    verdict, measured = decision.combine(parts, runs_per_world=runs)
     if runs < 1000:
         return "inconclusive", {**measured, "reason": "the claim is stated for >= 1000 runs per world"}
-    return ("reproduced" if min(tight.values()) >= 0.7 else "not_reproduced"), measured
+    return verdict, measured
 
 
 def _requests_k(budget: str) -> list[RunRequest]:
@@ -146,19 +191,21 @@ def _requests_k(budget: str) -> list[RunRequest]:
 
 
 def judge_k(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """k = 25 gives strictly lower tightness than k = 1 (GC-R, epsilon_upper = 4)."""
-    k1, k25 = (ok_runs(g) for g in groups)
-    if not k1 or not k25:
-        return "inconclusive", {"reason": "no successful audit for k = 1 or k = 25"}
-    t1, t25 = mean_metric(k1, "tightness"), mean_metric(k25, "tightness")
-    measured = {
-        "tightness_k1": round(t1, 4),
-        "tightness_k25": round(t25, 4),
-        "epsilon_lower_k1": round(mean_metric(k1, "epsilon_lower"), 3),
-        "epsilon_lower_k25": round(mean_metric(k25, "epsilon_lower"), 3),
-        "epsilon_upper": 4.0,
+    """k = 25 gives strictly lower tightness than k = 1 (GC-R, epsilon_upper = 4): paired by seed."""
+    if len(groups) < 2 or not ok_runs(groups[0]) or not ok_runs(groups[1]):
+        return decision.empty("no successful audit for k = 1 or k = 25")
+    k1, k25 = groups[0], groups[1]
+    parts = {
+        "tightness_k1_minus_k25": decision.compare_runs(
+            k1, k25, "tightness", ">", quantity="tightness k=1 - k=25"
+        )
     }
-    return ("reproduced" if t25 < t1 else "not_reproduced"), measured
+    return decision.combine(
+        parts,
+        tightness_k1=round(mean_metric(ok_runs(k1), "tightness"), 4),
+        tightness_k25=round(mean_metric(ok_runs(k25), "tightness"), 4),
+        epsilon_upper=4.0,
+    )
 
 
 def _requests_input(budget: str) -> list[RunRequest]:
@@ -167,23 +214,30 @@ def _requests_input(budget: str) -> list[RunRequest]:
 
 
 def judge_input(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """Crafted gradients (GC-R and GC-S) give a higher epsilon lower bound than the input-space canary."""
-    gcr, gcs, inp = (ok_runs(g) for g in groups)
-    if not gcr or not gcs or not inp:
-        return "inconclusive", {"reason": "an adversary has no successful audit"}
-    lower = {
-        name: mean_metric(runs, "epsilon_lower")
-        for name, runs in (("gc_r", gcr), ("gc_s", gcs), ("input", inp))
+    """Crafted gradients (GC-R and GC-S) each give a higher epsilon lower bound than the input-space
+    canary: two paired comparisons, each at alpha, both required."""
+    if len(groups) < 3 or any(not ok_runs(g) for g in groups[:3]):
+        return decision.empty("an adversary has no successful audit")
+    gcr, gcs, inp = groups[:3]
+    parts = {
+        "gc_r_minus_input": decision.compare_runs(
+            gcr, inp, "epsilon_lower", ">", quantity="eps_lower GC-R - input"
+        ),
+        "gc_s_minus_input": decision.compare_runs(
+            gcs, inp, "epsilon_lower", ">", quantity="eps_lower GC-S - input"
+        ),
     }
-    measured = {f"epsilon_lower_{k}": round(v, 3) for k, v in lower.items()}
-    measured["epsilon_upper"] = 4.0
-    ok = lower["gc_r"] > lower["input"] and lower["gc_s"] > lower["input"]
-    return ("reproduced" if ok else "not_reproduced"), measured
+    means = {
+        name: round(mean_metric(ok_runs(g), "epsilon_lower"), 3)
+        for name, g in zip(("gc_r", "gc_s", "input"), groups, strict=False)
+    }
+    return decision.combine(parts, **{f"epsilon_lower_{k}": v for k, v in means.items()}, epsilon_upper=4.0)
 
 
 class DpAuditTask(Task):
     id = TASK_ID
-    version = 1
+    # 2: the lower bound picks its threshold on half of each world's runs and bounds on the other half
+    version = 2
     paper = Paper(
         title="Tighter Privacy Auditing of DP-SGD in the Hidden State Threat Model",
         authors="Tudor Cebere, Aurelien Bellet, Nicolas Papernot",
@@ -203,9 +257,14 @@ class DpAuditTask(Task):
     }
     metrics = (
         Metric("tightness", True, "", "epsilon_lower / epsilon_upper"),
-        Metric("epsilon_lower", True, "", "empirical lower bound (95% Clopper-Pearson, mu-GDP)"),
+        Metric(
+            "epsilon_lower",
+            True,
+            "",
+            "95% lower bound: threshold chosen on half the runs, Clopper-Pearson on the other half, mu-GDP",
+        ),
         Metric("epsilon_upper", False, "", "accountant: mu = sqrt(insertions) / sigma, no subsampling"),
-        Metric("mu_lower", True, "", "largest mu over thresholds"),
+        Metric("mu_lower", True, "", "95% lower bound on mu at the held-out threshold"),
         Metric("runs", False, "", "trainings in the audit (both worlds)"),
         Metric("seconds", False, "s", "wall-clock seconds of training and scoring"),
     )
@@ -219,18 +278,21 @@ class DpAuditTask(Task):
             "{2, 4, 8} with >= 1000 runs per world.",
             _requests_tight,
             judge_tight,
+            version=2,
         ),
         Claim(
             "k25-less-tight",
             "Inserting the canary only every 25th step gives strictly lower tightness than every step.",
             _requests_k,
             judge_k,
+            version=2,
         ),
         Claim(
             "crafted-beats-input-canary",
             "Crafted gradient canaries give a higher epsilon lower bound than an input-space canary.",
             _requests_input,
             judge_input,
+            version=2,
         ),
     )
 
