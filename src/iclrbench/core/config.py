@@ -300,7 +300,7 @@ def _from_python(tp: Any, value: Any) -> Any:
 
 
 def _detail(exc: _Bad) -> str:
-    """The reason to append to an error line: ``; did you mean ...`` as it is, others after a colon."""
+    """The reason to append to an error line: ``; did you mean ...`` as it is, others in parentheses."""
     if not exc.detail or exc.detail.startswith(";"):
         return exc.detail
     return f" ({exc.detail})"
@@ -369,8 +369,8 @@ def _validate(tp: Any, value: Any) -> Any:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ", ".join(f"item {p + 1}" if isinstance(p, int) else str(p) for p in first["loc"])
-        msg = first["msg"].removeprefix("Value error, ")
-        detail = msg[0].lower() + msg[1:]
+        msg = " ".join(str(first["msg"]).removeprefix("Value error, ").split())  # one line, always
+        detail = msg[:1].lower() + msg[1:]
         raise _Bad(f"{where + ': ' if where else ''}{detail}") from None
 
 
