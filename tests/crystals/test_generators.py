@@ -77,16 +77,27 @@ def test_same_seed_same_crystals(algorithm: str) -> None:
     }
 
 
-def _runs(**metrics: float) -> list[RunResult]:
-    return fake_runs(TASK, "a", (0,), metrics, role="reference", budget="small")
+def _runs(spread: float = 0.005, **metrics: float) -> list[RunResult]:
+    """Three seeds whose metrics spread by +-``spread`` around ``metrics``."""
+    runs = fake_runs(TASK, "a", (0, 1, 2), metrics, role="reference", budget="small")
+    for run, shift in zip(runs, (-spread, 0.0, spread), strict=True):
+        run.metrics.update({k: v + shift for k, v in metrics.items()})
+    return runs
 
 
 def test_claim_judges_can_say_no() -> None:
     good = _runs(d_sg=0.1, nontrivial_sg_fraction=0.99, structural_validity=0.95)
     p1 = _runs(d_sg=0.6, nontrivial_sg_fraction=0.1, structural_validity=0.95)
-    assert judge_symmetry([good, p1, _runs(d_sg=0.05)])[0] == "reproduced"
+    verdict, measured = judge_symmetry([good, p1, _runs(d_sg=0.05)])
+    assert verdict == "reproduced" and measured["symmcd_d_sg"]["seeds"] == 3
     assert judge_symmetry([p1, p1, []])[0] == "not_reproduced"
     assert judge_validity([good, _runs(structural_validity=0.5)])[0] == "not_reproduced"
+    # d_sg near the bound with seeds that disagree: its interval straddles 0.2
+    near = _runs(spread=0.05, d_sg=0.21, nontrivial_sg_fraction=0.99)
+    assert judge_symmetry([near, p1, []])[0] == "inconclusive"
+    for judge in (judge_symmetry, judge_validity):
+        assert judge([[], [], []])[0] == "inconclusive" and judge([])[0] == "inconclusive"
+    assert judge_validity([good[:1], p1[:1]])[0] == "inconclusive"  # one seed: no interval
 
 
 def test_reference_data_is_fixed_by_data_seed_and_its_statistics_survive_the_cache(

@@ -71,3 +71,36 @@ def test_claim_judges_can_say_no() -> None:
 
 def test_protocol_is_enforced() -> None:
     assert issubclass(runner.catalog.get_algorithm(TASK, "gameopt-hedge"), SequenceOptimizer)
+
+
+def test_claim_judges_decide_on_paired_intervals() -> None:
+    """Seeds whose landscapes differ in difficulty: pairing by seed removes that, and a mean difference
+    within the seeds' noise is inconclusive rather than a win."""
+    seeds = (0, 1, 2, 3, 4)
+    level = {s: 0.2 * s for s in seeds}  # per-seed difficulty shared by every algorithm
+
+    def group(algorithm: str, shift: dict[int, float]) -> list[RunResult]:
+        return [
+            fake_runs(
+                TASK,
+                algorithm,
+                (s,),
+                {"best_fitness": level[s] + shift[s]},
+                config={"rounds": 10, "batch_size": 8},
+            )[0]
+            for s in seeds
+        ]
+
+    gameopt = group("g", dict.fromkeys(seeds, 0.1))
+    clear = [
+        gameopt,
+        group("r", dict.fromkeys(seeds, 0.0)),
+        group("l", {0: 0.01, 1: 0.0, 2: 0.02, 3: 0.0, 4: 0.01}),
+    ]
+    verdict, measured = judge_beats_random_and_local(clear)
+    assert verdict == "reproduced", measured
+    assert "paired" in measured["gameopt_minus_random"]["method"]
+    noisy = [gameopt, group("r", {0: 0.3, 1: -0.2, 2: 0.1, 3: -0.1, 4: 0.2}), clear[2]]
+    assert judge_beats_random_and_local(noisy)[0] == "inconclusive"
+    for judge in (judge_matches_exhaustive, judge_beats_random_and_local):
+        assert judge([[], [], []])[0] == "inconclusive" and judge([])[0] == "inconclusive"
