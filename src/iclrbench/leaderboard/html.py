@@ -125,7 +125,7 @@ def _downloads(stem: str, tables: Sequence[Table]) -> tuple[Download, ...]:
     )
 
 
-def _name_cell(table: Table, row: Any) -> Cell:
+def _name_cell(row: Any) -> Cell:
     spans = [Span(row.role, "role")]
     if params := params_text(row):
         spans.insert(0, Span(params, "params", title="parameters that differ between rows of this table"))
@@ -146,7 +146,7 @@ def _board(table: Table) -> Grid:
     for row in table.rows:
         fewer = fewer_seeds(row, table)
         cells = [
-            _name_cell(table, row),
+            _name_cell(row),
             Cell(rank_text(row), value=str(row.rank or 1e9)),
             Cell(
                 n_text(row, table),
