@@ -10,8 +10,9 @@ import pytest
 from iclrbench.core import catalog
 from iclrbench.testing import TaskContractError, check_task
 
-#: tasks whose check_task takes over ~60 s on 2 cores (measured), run with the slow tests; none so far
-SLOW: frozenset[str] = frozenset()
+#: tasks whose check_task takes over ~60 s on 2 cores (measured), run with the slow tests. Measured on
+#: 2026-12-03: bilateral 0.8 s, dp-audit 20 s, protein 22 s, crystals 33 s, graph pooling 147 s (24 runs)
+SLOW: frozenset[str] = frozenset({"heterophilic-graph-pooling"})
 
 #: built-in tasks that break the contract today -> (the check that fails, why). Only that check failing
 #: counts as the known breach; once the task is fixed the test fails until its entry is removed here.
