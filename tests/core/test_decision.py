@@ -79,7 +79,7 @@ def test_a_clear_difference_is_reproduced_and_its_opposite_is_not() -> None:
     assert ev.verdict == "reproduced" and ev.low > 0 and ev.p_value < 0.05
     assert decision.compare(b, a, ">", paired=True).verdict == "not_reproduced"
     figures = ev.as_dict()
-    assert set(figures) >= {"estimate", "interval", "p_value", "seeds", "method", "claim"}
+    assert set(figures) >= {"effect", "interval", "p_value", "seeds", "method", "claim"}
     assert "paired" in figures["method"] and figures["seeds"] == 5
 
 

@@ -107,11 +107,14 @@ class Evidence:
     reason: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        """The figures for a claim's ``measured`` dict (JSON-safe)."""
+        """The figures for a claim's ``measured`` dict (JSON-safe): ``verdict``, ``claim`` (the statement
+        tested), ``effect`` (the quantity's estimate: for two algorithms, the mean difference), ``interval``
+        ([low, high]), ``p_value`` (two-sided, of quantity = bound), ``seeds`` (an int, or one per
+        group when unpaired), ``method``, and ``reason`` where no interval could be formed."""
         out: dict[str, Any] = {
             "verdict": self.verdict,
             "claim": f"{self.quantity} {self.side} {self.bound:g}",
-            "estimate": _fig(self.estimate),
+            "effect": _fig(self.estimate),
             "interval": [_fig(self.low), _fig(self.high)],
             "p_value": _fig(self.p_value),
             "seeds": list(self.seeds) if len(self.seeds) > 1 else self.seeds[0] if self.seeds else 0,
