@@ -286,7 +286,7 @@ def _check_result(task: Task, result: RunResult, fail: _Failures) -> None:
     if result.status != "ok":
         fail.add(f"{where} failed: {result.error}")
         return
-    declared = [m.name for m in task.metrics]
+    declared = [m.name for m in task.metrics_for(cfg.build(task.Config, result.config))]
     missing = [n for n in declared if n not in result.metrics]
     extra = sorted(set(result.metrics) - set(declared))
     if missing:

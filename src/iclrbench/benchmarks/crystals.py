@@ -167,6 +167,10 @@ def judge_validity(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, An
     return decision.combine(parts)
 
 
+#: the metrics computed from CrystalNN fingerprints and Wyckoff templates of ``coverage_samples`` samples
+FINGERPRINT_METRICS = ("coverage_recall", "coverage_precision", "unique_templates", "novel_templates")
+
+
 class CrystalTask(Task):
     id = TASK_ID
     # 2: one data set per data_seed; sampler fixes; d_sg in nats. 3: pyxtal seeded (reproducible data).
@@ -256,6 +260,13 @@ class CrystalTask(Task):
     def prepare(self, config: CrystalConfig) -> None:
         """Build (or read) the reference set and its statistics once: minutes at ``small``, then cached."""
         reference_statistics(config)
+
+    def metrics_for(self, config: CrystalConfig) -> tuple[Metric, ...]:
+        """Without fingerprinted samples (``coverage_samples=0``, the smoke budget) there is no coverage
+        and no template count."""
+        if config.coverage_samples > 0:
+            return self.metrics
+        return tuple(m for m in self.metrics if m.name not in FINGERPRINT_METRICS)
 
     def evaluate(self, algorithm: Algorithm, config: CrystalConfig, seed: int) -> Outcome:
         if not isinstance(algorithm, CrystalGenerator):

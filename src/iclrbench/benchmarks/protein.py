@@ -35,7 +35,7 @@ from iclrbench.core.task import (
     mean_metric,
     ok_runs,
 )
-from iclrbench.envs.protein import ProteinConfig, SequenceBlackBox
+from iclrbench.envs.protein import ENUMERABLE_LIMIT, N_LETTERS, ProteinConfig, SequenceBlackBox
 from iclrbench.models.torch_threads import one_torch_thread
 
 TASK_ID = "protein-combinatorial-bo"
@@ -176,6 +176,11 @@ class ProteinTask(Task):
             version=2,
         ),
     )
+
+    def metrics_for(self, config: ProteinConfig) -> tuple[Metric, ...]:
+        """Simple regret only where the optimum is known: GB1-4 and Ehrlich always, NK when enumerable."""
+        known = config.landscape != "nk" or N_LETTERS**config.length <= ENUMERABLE_LIMIT
+        return self.metrics if known else tuple(m for m in self.metrics if m.name != "simple_regret")
 
     def evaluate(self, algorithm: Algorithm, config: ProteinConfig, seed: int) -> Outcome:
         if not isinstance(algorithm, SequenceOptimizer):

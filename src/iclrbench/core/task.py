@@ -204,6 +204,12 @@ class Task(abc.ABC):
     def primary_metric(self) -> Metric:
         return self.metrics[0]
 
+    def metrics_for(self, config: Any) -> tuple[Metric, ...]:
+        """The metrics a run of ``config`` reports: all of :attr:`metrics` unless the task says some do
+        not apply to this config (a regret without a known optimum, coverage that a budget skips).
+        The primary metric always applies. The contract checker holds runs to exactly this set."""
+        return self.metrics
+
     def metric(self, name: str) -> Metric:
         for m in self.metrics:
             if m.name == name:
