@@ -155,11 +155,12 @@ def noise_multiplier(config: DpAuditConfig) -> float:
 
 # -------------------------------------------------------------------------------------------- claims
 CLAIM_RUNS = {"smoke": 200, "small": 1000, "paper": 5000}
-#: audits per configuration. At k = 1 an audit costs ~5 s of CPU, and 3 audits could not tell GC-S from the
-#: input canary (paired interval [-1.05, 2.19] on eps_lower at small): 10. At k = 25 an audit costs
-#: ~25x more, and 3 already separate k = 1 from k = 25 (tightness 0.65 vs 0.00).
-CLAIM_SEEDS = {"smoke": (0, 1), "small": tuple(range(10)), "paper": tuple(range(20))}
-K25_CLAIM_SEEDS = {"smoke": (0, 1), "small": (0, 1, 2), "paper": tuple(range(5))}
+#: audits per configuration: 3 decide the tightness and k = 25 claims at small (tightness at eps 2 lies
+#: wholly below 0.7; k = 1 vs k = 25 is 0.65 vs 0.00), and a k = 25 audit costs ~25x a k = 1 audit
+CLAIM_SEEDS = {"smoke": (0, 1), "small": (0, 1, 2), "paper": tuple(range(5))}
+#: 3 audits could not tell GC-S from the input canary (paired interval [-1.05, 2.19] on eps_lower at
+#: small); at k = 1 an audit costs ~5 s of CPU, so this claim asks for 10
+INPUT_CLAIM_SEEDS = {"smoke": (0, 1), "small": tuple(range(10)), "paper": tuple(range(20))}
 
 
 def _requests_tight(budget: str) -> list[RunRequest]:
@@ -189,9 +190,7 @@ def judge_tight(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]
 
 def _requests_k(budget: str) -> list[RunRequest]:
     return [
-        RunRequest(
-            "gc-r", {"k": k, "epsilon_target": 4.0, "runs": CLAIM_RUNS[budget]}, K25_CLAIM_SEEDS[budget]
-        )
+        RunRequest("gc-r", {"k": k, "epsilon_target": 4.0, "runs": CLAIM_RUNS[budget]}, CLAIM_SEEDS[budget])
         for k in (1, 25)
     ]
 
@@ -216,7 +215,7 @@ def judge_k(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
 
 def _requests_input(budget: str) -> list[RunRequest]:
     overrides = {"k": 1, "epsilon_target": 4.0, "runs": CLAIM_RUNS[budget]}
-    return [RunRequest(a, overrides, CLAIM_SEEDS[budget]) for a in ("gc-r", "gc-s", "input-canary")]
+    return [RunRequest(a, overrides, INPUT_CLAIM_SEEDS[budget]) for a in ("gc-r", "gc-s", "input-canary")]
 
 
 def judge_input(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
