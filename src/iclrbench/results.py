@@ -88,7 +88,7 @@ def load_results(
     from iclrbench.core.store import ResultStore
     from iclrbench.leaderboard.aggregate import newest_versions
 
-    with ResultStore(db, create=False) as store:
+    with ResultStore(db, readonly=True) as store:
         runs = store.runs(task, status=status)
     return results_frame(newest_versions(runs) if newest_version_only else runs)
 

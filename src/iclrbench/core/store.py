@@ -107,9 +107,18 @@ def _head(path: Path) -> bytes:
 
 
 def _identity(conn: sqlite3.Connection) -> tuple[int, set[str]]:
-    """The file's application id and table names (0 and none for a new, empty database)."""
-    app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    """The file's application id and table names (0 and none for a new, empty database), read in one
+    transaction: two separate reads could straddle a sibling's schema commit and see its tables with
+    the id still 0 -- a "foreign" database that is in fact ours."""
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    finally:
+        if own and conn.in_transaction:
+            conn.execute("COMMIT")
     return app_id, tables
 
 
