@@ -301,6 +301,18 @@ def test_every_command_on_an_unavailable_task_is_its_one_line(
         assert not db.exists(), args  # nothing stored, not even an empty results file
 
 
+def test_claims_of_every_task_skip_an_unavailable_one_and_say_so(
+    bench: BenchRunner, unavailable: str, db: Path, plugin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iclrbench.core import catalog
+
+    chosen = [c for c in catalog.task_classes() if c.id in (TASK, "noop")]
+    monkeypatch.setattr(catalog, "task_classes", lambda: chosen)
+    code, out, err = bench("claims", "--budget", "smoke", "--db", db, "--format", "json")
+    assert code == 0, err
+    assert f"skipped {unavailable}" in err and json.loads(out) == []  # noop has no claims
+
+
 # ------------------------------------------------------------------------------- claims and versions
 def test_claims_print_older_verdicts_only_with_all_versions(bench: BenchRunner, db: Path) -> None:
     from iclrbench.core.store import ResultStore
