@@ -87,7 +87,7 @@ def _epoch_loss(model: Any, loader: Any, train: bool, optimiser: Any = None, cli
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             optimiser.step()
-        total += float(loss) * int(data.num_graphs)
+        total += float(loss.detach()) * int(data.num_graphs)
         count += int(data.num_graphs)
     return total / max(count, 1)
 
