@@ -299,3 +299,18 @@ def test_an_empty_file_is_taken_for_one_being_created(tmp_path: Path) -> None:
     db.touch()
     with ResultStore(db) as store:
         assert store.count() == 0
+
+
+def test_a_dry_run_reads_the_store_and_creates_none(bench: BenchRunner, stored: Path, tmp_path: Path) -> None:
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text(
+        f"budget: smoke\nseeds: 0-2\ntasks:\n  {TASK}:\n"
+        "    algorithms: [random-price]\n    set: {horizon: 100}\n"
+    )
+    absent = tmp_path / "absent.sqlite"
+    code, out, err = bench("sweep", sweep_file, "--dry-run", "--db", absent)
+    assert code == 0 and "0 already stored" in err and not absent.exists()
+    before = _snapshot(stored)
+    code, out, err = bench("sweep", sweep_file, "--dry-run", "--db", stored)
+    assert code == 0 and "2 already stored" in err and out.count("todo") == 1
+    assert _snapshot(stored) == before
