@@ -297,7 +297,9 @@ def _overview(
                 for f, v in families.items()
             ),
         )
-        profiles = {f: crosstask.performance_profile(v) for f, v in families.items()}
+        # over runs, each family's members weighing equally within a problem: a family's size does not
+        # help it (issue 21), unlike a profile of each family's best member
+        profiles = {f: p.fraction for f, p in crosstask.profiles(tables, by="role").items()}
         out["profiles"] = svg.profiles_plot(profiles, crosstask.TAUS)
     if shared := crosstask.shared_algorithms(tables):
         tasks = sorted({t for s in shared.values() for t in s})
