@@ -25,9 +25,6 @@ import time
 from typing import Any
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.stats import beta as beta_dist
-from scipy.stats import norm
 
 from iclrbench.algorithms.dp_audit import AuditAdversary
 from iclrbench.core import decision
@@ -59,6 +56,8 @@ def clopper_pearson_upper(errors: np.ndarray, trials: int, alpha: float = CONFID
 
     At zero errors it is 1 - (alpha / 2)^(1 / trials).
     """
+    from scipy.stats import beta as beta_dist
+
     k = np.asarray(errors, dtype=float)
     upper = beta_dist.ppf(1 - alpha / 2, k + 1, np.maximum(trials - k, 1e-12))
     return np.where(k >= trials, 1.0, upper)
@@ -66,6 +65,8 @@ def clopper_pearson_upper(errors: np.ndarray, trials: int, alpha: float = CONFID
 
 def gdp_delta(epsilon: float, mu: float) -> float:
     """delta(epsilon) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (Dong et al., Cor. 2.13)."""
+    from scipy.stats import norm
+
     if mu <= 0:
         return 0.0
     # e^eps Phi(.) in log space: e^eps alone overflows for the large epsilons a root search visits
@@ -74,6 +75,8 @@ def gdp_delta(epsilon: float, mu: float) -> float:
 
 def gdp_epsilon(mu: float, delta: float) -> float:
     """The smallest epsilon with gdp_delta(epsilon, mu) <= delta (0 if mu-GDP already gives delta at 0)."""
+    from scipy.optimize import brentq
+
     if mu <= 0 or gdp_delta(0.0, mu) <= delta:
         return 0.0
     high = 1.0
@@ -84,12 +87,16 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
 def mu_for_epsilon(epsilon: float, delta: float) -> float:
     """The mu whose GDP curve gives exactly ``epsilon`` at ``delta``."""
+    from scipy.optimize import brentq
+
     return float(brentq(lambda m: gdp_epsilon(m, delta) - epsilon, 1e-6, 50.0, xtol=1e-12))
 
 
 def _z_tables(trials: int, alpha: float) -> tuple[np.ndarray, np.ndarray]:
     """For k = 0..trials errors: Phi^-1(1 - CP upper) (false positives) and Phi^-1(CP upper) (false
     negatives), so that mu = zf[FP] - zn[FN] needs no per-threshold quantile computations."""
+    from scipy.stats import norm
+
     upper = clopper_pearson_upper(np.arange(trials + 1), trials, alpha)
     with np.errstate(divide="ignore"):
         return norm.ppf(1 - upper), norm.ppf(upper)

@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from scipy import stats as sps
 
 from iclrbench.core.task import Verdict
 
@@ -60,6 +59,8 @@ def _t_intervals(
     estimate: np.ndarray, se: np.ndarray, df: np.ndarray, alpha: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Student-t intervals; no spread at all (a deterministic count) gives the point itself."""
+    from scipy import stats as sps  # here: bench list never loads scipy
+
     half = np.where(se > 0, sps.t.ppf(1 - alpha / 2, df) * se, 0.0)
     return estimate - half, estimate + half
 
@@ -146,6 +147,8 @@ def _from_t(
     lo, hi = _t_intervals(np.asarray(estimate), np.asarray(se), np.asarray(df), alpha)
     low, high = float(lo), float(hi)
     no_spread_p = 1.0 if estimate == bound else 0.0
+    from scipy import stats as sps  # here: bench list never loads scipy
+
     p = float(2 * sps.t.sf(abs(estimate - bound) / se, df)) if se > 0 else no_spread_p
     if not all(math.isfinite(v) for v in (estimate, low, high)):
         return _no_interval(quantity, side, bound, estimate, seeds, method, "a value is not finite")

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy import stats as sps
 
 DEFAULT_REPS = 2000
 #: resamples of the IQM's bootstrap interval (more than the mean's former 2,000: its tails are what count)
@@ -31,11 +30,15 @@ BAND_METHOD = "pointwise 95% Student-t"
 def iqm(values: np.ndarray) -> float:
     """Interquartile mean as rliable defines it: the mean of the middle 50% of *all* scores (a runs x
     tasks matrix is flattened first), i.e. scipy's ``trim_mean(x, 0.25, axis=None)``."""
+    from scipy import stats as sps  # here: bench list never loads scipy
+
     return float(sps.trim_mean(np.asarray(values, dtype=float), 0.25, axis=None))
 
 
 def iqm_of_resamples(resampled: np.ndarray) -> np.ndarray:
     """IQM of each resample of a (reps, runs[, strata]) array, for :func:`stratified_bootstrap_ci`."""
+    from scipy import stats as sps  # here: bench list never loads scipy
+
     x = np.asarray(resampled, dtype=float)
     return sps.trim_mean(x.reshape(x.shape[0], -1), 0.25, axis=1)
 
@@ -45,6 +48,8 @@ def t_interval(values: np.ndarray, alpha: float = 1 - CONFIDENCE) -> tuple[float
 
     NaN anywhere gives (nan, nan): a run without the value makes the mean unknown, not smaller.
     """
+    from scipy import stats as sps  # here: bench list never loads scipy
+
     x = np.asarray(values, dtype=float).ravel()
     if x.size < 2:
         return None
@@ -98,6 +103,8 @@ def t_band(curves: np.ndarray, alpha: float = 1 - CONFIDENCE) -> tuple[np.ndarra
     """Mean curve and its *pointwise* Student-t band over a (runs, points) array (:data:`BAND_METHOD`).
 
     With one run the band is the curve itself (the renderer draws no area of zero width)."""
+    from scipy import stats as sps  # here: bench list never loads scipy
+
     y = np.asarray(curves, dtype=float)
     mean = y.mean(axis=0)
     n = y.shape[0]
