@@ -234,7 +234,10 @@ def _info_data(task_id: str) -> dict[str, Any]:
             }
             for n, a in catalog.algorithms(task_id).items()
         ],
-        "claims": [{"id": c.id, "statement": c.statement} for c in task.claims],
+        "claims": [
+            {"id": c.id, "statement": c.statement, "budget": c.budget, "measured_here": c.expected}
+            for c in task.claims
+        ],
     }
 
 
@@ -278,7 +281,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         out.append(f"    {a['name']:<20} {a['role']:<10} {a['summary']}{note}")
         out += ["  " + _param_line(q) for q in a["params"]]
     out.append("  claims (bench claims):")
-    out += [f"    {c['id']}: {c['statement']}" for c in data["claims"]]
+    for c in data["claims"]:
+        verdict = (c["measured_here"] or "").replace("_", " ")
+        seen = f" [at {c['budget']} here: {verdict}]" if verdict else ""
+        out.append(f"    {c['id']}: {c['statement']}{seen}")
     _emit("\n".join(out))
     return 0
 

@@ -185,6 +185,7 @@ class BilateralTradeTask(Task):
             lambda budget: _sweep("ellipsoid-sbb", budget),
             judge_log_regret,
             version=2,
+            expected="reproduced",
         ),
         Claim(
             "noisy-two-thirds",
@@ -192,6 +193,7 @@ class BilateralTradeTask(Task):
             lambda budget: _sweep("scouting-ls", budget, noise=NOISE_FOR_CLAIM),
             judge_noisy_rate,
             version=2,
+            expected="reproduced",
         ),
         Claim(
             "one-bit-global-budget",
@@ -200,6 +202,7 @@ class BilateralTradeTask(Task):
             lambda budget: _sweep("one-bit-gbb", budget, feedback="one-bit", budget_balance="global"),
             judge_one_bit,
             version=2,
+            expected="reproduced",
         ),
     )
 

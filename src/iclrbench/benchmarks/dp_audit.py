@@ -291,6 +291,7 @@ class DpAuditTask(Task):
             _requests_tight,
             judge_tight,
             version=2,
+            expected="not_reproduced",
         ),
         Claim(
             "k25-less-tight",
@@ -298,6 +299,7 @@ class DpAuditTask(Task):
             _requests_k,
             judge_k,
             version=2,
+            expected="reproduced",
         ),
         Claim(
             "crafted-beats-input-canary",
@@ -305,6 +307,7 @@ class DpAuditTask(Task):
             _requests_input,
             judge_input,
             version=2,
+            expected="reproduced",
         ),
     )
 
