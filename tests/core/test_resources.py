@@ -226,3 +226,17 @@ def test_kill_9_of_the_driver_leaves_no_worker_behind(tmp_path: Path, timeout: l
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=15)
     assert not _wait_gone(workers), "workers outlived their killed driver"
+
+
+def test_declared_heavy_imports_happen_before_the_clock_starts(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first run in a process does not pay for importing the task's packages (torch: ~1 s)."""
+    (tmp_path / "slow_to_import_xyz.py").write_text("import time\ntime.sleep(1.5)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "slow_to_import_xyz", raising=False)
+    task_cls = type(catalog.get_task("noop"))
+    monkeypatch.setattr(task_cls, "requires", Requirement("", ("slow_to_import_xyz",)))
+    (result,) = runner.run_specs(runner.plan("noop", ["constant"], [0], "smoke"), ResultStore(db)).results
+    assert result.status == "ok" and "slow_to_import_xyz" in sys.modules
+    assert result.wall_s < 1.0, "the import's 1.5 s were counted in the run"

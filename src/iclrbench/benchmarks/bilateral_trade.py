@@ -162,7 +162,13 @@ class BilateralTradeTask(Task):
         Metric("gain_from_trade", True, "", "realised total gain from trade"),
         Metric("budget_deficit", False, "", "max(0, -total profit); 0 under strong budget balance"),
         Metric("trade_rate", True, "", "fraction of rounds with a trade"),
-        Metric("seconds", False, "s", "wall-clock seconds of the algorithm's play"),
+        Metric(
+            "seconds",
+            False,
+            "s",
+            "wall-clock seconds of the algorithm's play (market set-up excluded); seeds played as one "
+            "batch (ellipsoid pricing) each get the batch's time divided by its seeds",
+        ),
     )
     protocol = (
         "PricingPolicy: play(market) posts (p, q) for every round in order via market.post(p, q); "
