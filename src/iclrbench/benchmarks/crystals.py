@@ -40,7 +40,7 @@ from iclrbench.core.task import (
     mean_metric,
     ok_runs,
 )
-from iclrbench.envs.crystals import DATA_VERSION, CrystalConfig, reference_set
+from iclrbench.envs.crystals import DATA_VERSION, CrystalConfig, quiet_pymatgen, reference_set
 from iclrbench.models.torch_threads import one_torch_thread
 
 TASK_ID = "symmetric-crystal-generation"
@@ -259,7 +259,8 @@ class CrystalTask(Task):
 
     def prepare(self, config: CrystalConfig) -> None:
         """Build (or read) the reference set and its statistics once: minutes at ``small``, then cached."""
-        reference_statistics(config)
+        with quiet_pymatgen():
+            reference_statistics(config)
 
     def metrics_for(self, config: CrystalConfig) -> tuple[Metric, ...]:
         """Without fingerprinted samples (``coverage_samples=0``, the smoke budget) there is no coverage
@@ -271,19 +272,20 @@ class CrystalTask(Task):
     def evaluate(self, algorithm: Algorithm, config: CrystalConfig, seed: int) -> Outcome:
         if not isinstance(algorithm, CrystalGenerator):
             raise TypeError(f"{type(algorithm).__name__} does not implement the CrystalGenerator protocol")
-        with one_torch_thread():
+        with one_torch_thread(), quiet_pymatgen():
             train, _ = cached_reference_set(config)
             start = time.perf_counter()
             algorithm.fit(train)
             samples = algorithm.sample(config.n_samples)
             seconds = time.perf_counter() - start
-        reference = reference_statistics(config)
-        metrics = crystal_metrics.evaluate_samples(
-            samples,
-            reference,
-            coverage_samples=config.coverage_samples,
-            rng=rng_for(seed, self.id, "metrics"),
-        )
+        with quiet_pymatgen():
+            reference = reference_statistics(config)
+            metrics = crystal_metrics.evaluate_samples(
+                samples,
+                reference,
+                coverage_samples=config.coverage_samples,
+                rng=rng_for(seed, self.id, "metrics"),
+            )
         metrics["seconds"] = seconds
         return Outcome(
             metrics=metrics,

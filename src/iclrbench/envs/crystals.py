@@ -15,12 +15,13 @@ crystal system.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,16 @@ MAX_ATOMS = 24
 DATA_VERSION = 3
 #: structural validity (CDVAE's definition, used by DiffCSP and SymmCD): distances, volume, cell lengths
 MIN_DISTANCE, MIN_VOLUME, MAX_LENGTH = 0.5, 0.1, 40.0
+
+
+@contextlib.contextmanager
+def quiet_pymatgen() -> Iterator[None]:
+    """Silence pymatgen's "No Pauling electronegativity for He/Ne/Ar" warning: it sorts species by
+    electronegativity (in SpacegroupAnalyzer, formulas, ...) and noble gases have none; the order it
+    picks does not change any metric, and the warning reached users' terminals on every run."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "No Pauling electronegativity", UserWarning)
+        yield
 
 
 @dataclasses.dataclass(frozen=True)
