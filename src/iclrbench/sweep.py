@@ -23,6 +23,7 @@ runner batches.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -65,12 +66,15 @@ def load_sweep(path: str | Path) -> dict[str, Any]:
 
 
 def _as_text(value: Any) -> str:
-    """A YAML scalar as the string ``--set`` would have received."""
+    """A YAML value as the string ``--set`` would have received: scalars as written, lists and mappings
+    (a ``tuple[int, ...]`` or a nested-dataclass field) as JSON, which the config parser reads."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float, str)):
         return str(value)
-    raise UserError(f"sweep value {value!r}: expected a number, string or boolean")
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    raise UserError(f"sweep value {value!r}: expected a number, string, boolean, list or mapping")
 
 
 def _grid_points(grid: Any, where: str) -> list[dict[str, str]]:

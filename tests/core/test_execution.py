@@ -271,3 +271,20 @@ def test_a_failing_prepare_leaves_the_runs_to_do_their_own_work(
     report = runner.run_specs(_specs(["constant"], range(3)), ResultStore(db))
     assert calls == [("prepare", 0.0)]
     assert report.ran == 3 and report.failed == 0
+
+
+def test_sweep_lists_and_mappings_reach_the_config_parser_as_json() -> None:
+    """A tuple field's grid (``layers: [[3, 4], [8]]``) or a nested config's mapping is passed on as JSON,
+    which the typed config parser reads (it refused lists before)."""
+    import dataclasses
+
+    from iclrbench.core import config as cfg
+
+    @dataclasses.dataclass(frozen=True)
+    class Layers:
+        layers: tuple[int, ...] = cfg.param((2,), "widths")
+
+    texts = [sweep._as_text(v) for v in ([3, 4], [8])]
+    assert [cfg.build(Layers, {"layers": t}).layers for t in texts] == [(3, 4), (8,)]
+    with pytest.raises(UserError, match="expected a number, string, boolean, list or mapping"):
+        sweep._as_text(None)
