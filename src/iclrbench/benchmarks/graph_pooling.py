@@ -182,7 +182,9 @@ class GraphPoolingTask(Task):
     }
     metrics = (
         Metric("score", True, "", "maxcut: fraction of the edge weight cut; classification: test accuracy"),
-        Metric("nodes_kept", False, "", "share of nodes on the cut's + side, or left after pooling"),
+        Metric(
+            "nodes_kept", False, "", "share of nodes on the cut's + side, or left after pooling (informative)"
+        ),
         Metric("parameters", False, "", "trainable parameters (0 for combinatorial solvers)"),
         Metric("seconds", False, "s", "wall-clock seconds of the solve, or of training and testing"),
     )
