@@ -1,8 +1,8 @@
 """MaxCutPool: Abate & Bianchi, "MaxCutPool: differentiable feature-aware Maxcut for pooling in graph neural
 networks", ICLR 2025 (arXiv:2409.05100); defaults from the authors' code (NGMLGroup/MaxCutPool, configs
 ``pooler/maxcutpool*.yaml``, ``architecture/*.yaml``, ``run_maxcut.yaml``). Written here for PyG without
-its compiled extensions (no torch_scatter / torch_sparse: sums are ``index_add_``, sparse products are
-batched dense ones).
+its compiled extensions (no torch_scatter / torch_sparse): sums are ``index_add_``, and every product
+with the batch's adjacency is one torch CSR sparse-dense product (symmetric, so its backward reuses it).
 
 The layer (:class:`MaxCutPool`), called as PyG's ``TopKPooling``: ``pool(x, edge_index, edge_attr, batch)``.
 
@@ -14,8 +14,8 @@ The layer (:class:`MaxCutPool`), called as PyG's ``TopKPooling``: ``pool(x, edge
    alternate across edges, i.e. at a maximum cut.
 3. The top-k nodes by score (ratio 0.5) are the supernodes; every other node joins the supernode that
    reaches it by the most paths of the shortest length, found by propagating one-hot supernode indicators
-   along edges (at most ``max_iter`` = 5 steps; still unassigned nodes join a random supernode of their
-   graph). The pooled graph connects supernodes whose members were adjacent.
+   along edges (at most ``max_iter`` = 5 steps, the first supernode on ties; still unassigned nodes join
+   a random supernode of their graph). The pooled graph connects supernodes whose members were adjacent.
 4. Pooled features: the supernode's own features times its score; the expressive variant (MaxCutPool-E)
    sums the features of every member instead, so that no node's information is dropped.
 
