@@ -56,26 +56,41 @@ def max_jobs() -> int:
     return 4 * (os.cpu_count() or 1)
 
 
-def die_with_parent() -> None:
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else (a reused pid): treat as gone
+        return False
+    return True
+
+
+def die_with_parent(watch: int | None = None) -> None:
     """Make this process exit when the process that started it dies (``kill -9`` of the driver).
 
     Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; then, and on other systems, a daemon thread that polls
-    the parent's pid every second (the kernel signal fires when the creating *thread* exits, so the
-    poll also covers a parent that was already gone before the call)."""
+    every second (the kernel signal fires when the creating *thread* exits, so the poll also covers a
+    parent that was already gone before the call). ``watch`` names another process to outlive no
+    longer than: a ``--timeout`` child's parent is a forkserver, which itself lives as long as that
+    child does, so the child watches the process that asked for it instead."""
     parent = os.getppid()
-    if sys.platform.startswith("linux"):
+    if sys.platform.startswith("linux") and watch is None:
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
 
-    def watch() -> None:
-        while os.getppid() == parent:
+    def gone() -> bool:
+        return not _alive(watch) if watch is not None else os.getppid() != parent
+
+    def poll() -> None:
+        while not gone():
             time.sleep(1.0)
         os._exit(1)
 
-    threading.Thread(target=watch, name="iclrbench-parent-watchdog", daemon=True).start()
+    threading.Thread(target=poll, name="iclrbench-parent-watchdog", daemon=True).start()
 
 
 class Executor(abc.ABC):

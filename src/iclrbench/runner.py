@@ -16,6 +16,7 @@ import functools
 import importlib
 import math
 import multiprocessing
+import os
 import re
 import resource
 import sys
@@ -337,10 +338,10 @@ def _child_context() -> Any:
     return multiprocessing.get_context("spawn")
 
 
-def _child(conn: Any, specs: Sequence[RunSpec], path: list[str]) -> None:
+def _child(conn: Any, specs: Sequence[RunSpec], path: list[str], requester: int) -> None:
     from iclrbench.executors import die_with_parent
 
-    die_with_parent()
+    die_with_parent(watch=requester)
     try:
         sys.path[:] = path  # the parent's (a plugin on a path added at run time)
         # import the task's and algorithm's modules first and say so: the time limit starts after
@@ -358,7 +359,7 @@ def _in_child(specs: Sequence[RunSpec], limit: float) -> list[RunResult] | None:
     back through a pipe (pickle between our processes, never from a file)."""
     ctx = _child_context()
     receive, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, specs, list(sys.path)), daemon=False)
+    child = ctx.Process(target=_child, args=(send, specs, list(sys.path), os.getpid()), daemon=False)
     child.start()
     send.close()
     try:
