@@ -10,19 +10,8 @@ import pytest
 from iclrbench.core import catalog
 from iclrbench.testing import check_task
 
-#: tasks whose check_task takes over ~60 s on 2 cores (measured), run with the slow tests. Measured on
-#: 2026-12-03: bilateral 0.8 s, dp-audit 20 s, protein 22 s, crystals 33 s, graph pooling 147 s (24 runs)
-SLOW: frozenset[str] = frozenset({"heterophilic-graph-pooling"})
 
-
-def _params() -> list[object]:
-    return [
-        pytest.param(task_id, marks=[pytest.mark.slow] if task_id in SLOW else [], id=task_id)
-        for task_id in catalog.task_ids()
-    ]
-
-
-@pytest.mark.parametrize("task_id", _params())
+@pytest.mark.parametrize("task_id", catalog.task_ids())
 def test_task_keeps_the_contract(task_id: str, record_property: pytest.RecordProperty) -> None:
     reason = next(cls for cls in catalog.task_classes() if cls.id == task_id).unavailable()
     if reason is not None:
