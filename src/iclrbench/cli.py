@@ -510,6 +510,19 @@ def _claim_record(c: Any, current: bool) -> dict[str, Any]:
     }
 
 
+def _available_tasks(quiet: bool, skipped: str) -> list[str]:
+    """Every registered task that can run here; each one whose packages are missing is named on stderr
+    (``skipped`` starts the line) with its pip line, not fatal."""
+    task_ids = []
+    for cls in catalog.task_classes():
+        reason = cls.unavailable()
+        if reason is None:
+            task_ids.append(cls.id)
+        elif not quiet:
+            print(f"{skipped} {reason}", file=sys.stderr)
+    return task_ids
+
+
 def cmd_claims(args: argparse.Namespace) -> int:
     """Judge the claims from (reused or new) runs at ``--budget``; ``--all-versions`` also prints the
     verdicts stored for older task versions, claim rules or base configs."""
@@ -517,13 +530,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
         _require_available(args.task)  # an unknown or unavailable task: before the store is touched
         task_ids = [args.task]
     else:  # every task that can run here; the others are named, not fatal
-        task_ids = []
-        for cls in catalog.task_classes():
-            reason = cls.unavailable()
-            if reason is None:
-                task_ids.append(cls.id)
-            elif not args.quiet:
-                print(f"skipped {reason}", file=sys.stderr)
+        task_ids = _available_tasks(args.quiet, "skipped")
     store = _open_store(args.db)
     results = _claims_for(task_ids, args, store)
     records = [_claim_record(c, True) for c in results]
@@ -642,13 +649,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     and the demo ends with the ``bench claims`` command that checks each task's."""
     from iclrbench import runner
 
-    task_ids = []
-    for cls in catalog.task_classes():
-        reason = cls.unavailable()
-        if reason is None:
-            task_ids.append(cls.id)
-        elif not args.quiet:
-            print(f"demo: skipped {reason}", file=sys.stderr)
+    task_ids = _available_tasks(args.quiet, "demo: skipped")
     seeds = runner.parse_seeds(args.seeds)
     plans: list[Any] = []
     for tid in task_ids:
