@@ -263,7 +263,10 @@ class DpAuditTask(Task):
     budgets = {  # noqa: RUF012  (read-only class data, as in Task)
         "smoke": Budget("smoke", {"runs": 200}, "2 x 200 trainings: about a second per audit at k = 1"),
         "small": Budget(
-            "small", {"runs": 1000}, "2 x 1000 trainings: seconds at k = 1, about a minute at k = 25"
+            "small",
+            {"runs": 1000},
+            "2 x 1000 trainings of T = 250 k steps, batched: seconds at k = 1; at k = 25 (T = 6,250) 25x the "
+            "steps: minutes of one core (one gc-r audit took 347 s on a 2-core machine shared ~5 ways)",
         ),
         "paper": Budget("paper", {"runs": 5000}, "2 x 5000 trainings per audit: minutes each on 2 cores"),
     }
