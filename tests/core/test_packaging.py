@@ -52,3 +52,16 @@ def test_import_iclrbench_loads_no_heavy_library() -> None:
     code = f"import sys, iclrbench; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_task_modules_and_the_core_never_import_the_leaderboard() -> None:
+    """Persistence and statistics are core; presentation depends on them, never the other way."""
+    src = ROOT / "src" / "iclrbench"
+    folders = ("core", "benchmarks", "envs", "algorithms", "baselines", "models")
+    offenders = [
+        str(path.relative_to(src))
+        for folder in folders
+        for path in (src / folder).glob("*.py")
+        if "iclrbench.leaderboard" in path.read_text()
+    ]
+    assert offenders == []
