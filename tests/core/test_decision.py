@@ -14,6 +14,7 @@ from scipy import stats as sps
 
 from iclrbench.core import decision
 from iclrbench.core.result import RunResult
+from iclrbench.testing import fake_run
 
 REPETITIONS = 2000
 
@@ -106,11 +107,7 @@ def test_combine_needs_every_part_and_fails_on_any() -> None:
 
 
 def _run(seed: int, value: float, status: str = "ok") -> RunResult:
-    return RunResult(
-        task="t", task_version=1, config={}, config_hash="c", algorithm="a", role="reference", params={},
-        params_hash="p", seed=seed, budget="small", status=status, metrics={"m": value},
-        created_at="2026-01-01T00:00:00+00:00",
-    )  # fmt: skip
+    return fake_run(seed=seed, metrics={"m": value}, status=status, budget="small")
 
 
 def test_compare_runs_pairs_on_shared_seeds_and_leaves_failures_out() -> None:
