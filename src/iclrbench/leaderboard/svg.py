@@ -198,7 +198,7 @@ def curves_plot(
 def profiles_plot(
     profiles: Mapping[str, Sequence[float]], taus: Sequence[float], *, width: int = 420, height: int = 240
 ) -> Plot | None:
-    """Performance profiles: fraction of problems within tau of the best, one step line per family.
+    """Performance profiles: fraction of a family's runs within tau of the best, one step line per family.
 
     Non-finite fractions (there should be none) break the step line rather than reach the SVG.
     """
@@ -239,7 +239,7 @@ def profiles_plot(
         x_ticks=tuple(Tick(_finite(px(v)), f"{v:g}") for v in ticks),
         y_ticks=tuple(Tick(_finite(py(v)), f"{v:g}") for v in ticks),
         x_label="tau: shortfall from the best (normalised)",
-        y_label="fraction of problems",
+        y_label="fraction of runs",
         series=tuple(series),
         stroke_width=2.0,
     )
