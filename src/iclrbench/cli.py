@@ -379,6 +379,9 @@ def _sweep(
 
 def _execution(args: argparse.Namespace) -> dict[str, Any]:
     """Where and how runs execute: jobs, executor, scheduler, timeout, retries; what is said meanwhile."""
+    from iclrbench.executors import check_jobs
+
+    check_jobs(args.jobs, args.scheduler)  # before anything runs or is reused: one line, exit 2
     quiet = args.quiet or getattr(args, "format", "table") == "json"
 
     def announce(task_id: str) -> None:

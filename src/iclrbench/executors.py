@@ -270,11 +270,8 @@ class DaskExecutor(Executor):
             self._cluster.close()
 
 
-def make_executor(
-    name: str | None, jobs: int = 1, scheduler: str | None = None, heaviest: int = 1
-) -> Executor:
-    """By name; None picks ``serial`` for one job, ``process`` for more, ``dask`` given a scheduler.
-    ``heaviest`` is the largest weight (process slots) among the chunks to come, for dask's workers."""
+def check_jobs(jobs: int, scheduler: str | None = None) -> None:
+    """Refuse a ``-j`` below 1, or above what this machine can run (a cluster may take more)."""
     if jobs < 1:
         raise UserError("--jobs must be at least 1")
     if jobs > max_jobs() and not scheduler:
@@ -282,6 +279,14 @@ def make_executor(
             f"--jobs {jobs}: more than {max_jobs()} (4 per core of this machine) only thrashes; "
             "use a cluster (--scheduler) for more"
         )
+
+
+def make_executor(
+    name: str | None, jobs: int = 1, scheduler: str | None = None, heaviest: int = 1
+) -> Executor:
+    """By name; None picks ``serial`` for one job, ``process`` for more, ``dask`` given a scheduler.
+    ``heaviest`` is the largest weight (process slots) among the chunks to come, for dask's workers."""
+    check_jobs(jobs, scheduler)
     if name is None:
         name = "dask" if scheduler else ("process" if jobs > 1 else "serial")
     if scheduler and name != "dask":
