@@ -34,6 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from iclrbench.core.errors import UserError
@@ -147,8 +148,6 @@ class ProcessExecutor(Executor):
         chunks: Sequence[Chunk],
         weights: Sequence[int] | None = None,
     ) -> Iterator[tuple[Chunk, Any]]:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=die_with_parent)
         # a chunk heavier than the whole pool still runs, alone
         sizes = [min(max(1, w), self.jobs) for w in (weights or [1] * len(chunks))]
         queue = list(range(len(chunks)))
@@ -157,8 +156,14 @@ class ProcessExecutor(Executor):
         while queue or running:
             # submit in order while the next chunk fits: first come, first served (no starvation)
             while queue and sizes[queue[0]] <= free:
-                i = queue.pop(0)
-                running[self._pool.submit(fn, chunks[i])] = i
+                i = queue[0]
+                try:
+                    future = self._live_pool().submit(fn, chunks[i])
+                except BrokenProcessPool:  # a worker died since the last submit: a fresh pool
+                    self._discard_pool()
+                    continue
+                queue.pop(0)
+                running[future] = i
                 free -= sizes[i]
             done, _ = wait(set(running), return_when=FIRST_COMPLETED)
             for fut in done:
@@ -168,6 +173,17 @@ class ProcessExecutor(Executor):
                     yield chunks[i], fut.result()
                 except Exception as exc:  # BrokenProcessPool: a worker was killed
                     yield chunks[i], ChunkFailure(f"{type(exc).__name__}: {exc}")
+
+    def _live_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=die_with_parent)
+        return self._pool
+
+    def _discard_pool(self) -> None:
+        """Drop a broken pool (its runs in hand have failed already); the next submit starts afresh."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def close(self) -> None:
         if self._pool is None:

@@ -240,3 +240,18 @@ def test_declared_heavy_imports_happen_before_the_clock_starts(
     (result,) = runner.run_specs(runner.plan("noop", ["constant"], [0], "smoke"), ResultStore(db)).results
     assert result.status == "ok" and "slow_to_import_xyz" in sys.modules
     assert result.wall_s < 1.0, "the import's 1.5 s were counted in the run"
+
+
+def _die_on_zero(chunk: int) -> int:
+    if chunk == 0:
+        os._exit(9)  # a worker killed mid-run (out of memory, segfault)
+    time.sleep(0.3)
+    return chunk
+
+
+def test_a_dead_worker_fails_its_chunks_and_the_rest_of_the_sweep_still_runs() -> None:
+    with ProcessExecutor(2) as pool:
+        out = dict(pool.map(_die_on_zero, list(range(6))))
+    assert sorted(out) == list(range(6))
+    assert not any(isinstance(v, int) for k, v in out.items() if k == 0)
+    assert any(isinstance(v, int) for v in out.values()), "no chunk ran after the pool broke"
