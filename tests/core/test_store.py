@@ -196,3 +196,16 @@ def test_an_old_claims_table_is_migrated_in_place(db: Path) -> None:
         assert store.integrity() == "ok"
     columns = {r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(claims)")}
     assert {"task_version", "config_hash", "claim_version"} <= columns
+
+
+def test_a_verdict_of_a_new_claim_rule_keeps_the_old_rules(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    old = ClaimResult(
+        "t", "c", "s", "reproduced", {}, "small", task_version=1, config_hash="h", claim_version=1
+    )
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        store.put_claim(old, "2026-01-01T00:00:00+00:00")
+        store.put_claim(replace(old, verdict="inconclusive", claim_version=2), "2026-01-02T00:00:00+00:00")
+        kept = {(c.claim_version, c.verdict) for c in store.claims("t", all_versions=True)}
+    assert kept == {(1, "reproduced"), (2, "inconclusive")}

@@ -49,7 +49,7 @@ _CLAIMS_TABLE = """CREATE TABLE IF NOT EXISTS claims (
     statement TEXT NOT NULL, verdict TEXT NOT NULL, measured TEXT NOT NULL, created_at TEXT NOT NULL,
     task_version INTEGER NOT NULL DEFAULT 0, config_hash TEXT NOT NULL DEFAULT '',
     claim_version INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (task, claim_id, budget, task_version, config_hash)
+    PRIMARY KEY (task, claim_id, budget, task_version, config_hash, claim_version)
 )"""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -297,8 +297,9 @@ class ResultStore:
         """Bring a store written by an older iclrbench up to date, in place, keeping every row.
 
         The claims table gained ``task_version``, ``config_hash`` and ``claim_version`` and a key that
-        includes the first two. ``ALTER TABLE ADD COLUMN`` cannot change a primary key, so the table is
-        rebuilt in one transaction (SQLite's documented way); old verdicts get version 0 and hash ''.
+        includes them (a verdict of a new claim rule does not replace the old rule's). ``ALTER TABLE ADD
+        COLUMN`` cannot change a primary key, so the table is rebuilt in one transaction (SQLite's
+        documented way); old verdicts get version 0 and hash ''.
         """
         if _has_claim_versions(conn):
             return
