@@ -73,7 +73,12 @@ def _as_text(value: Any) -> str:
     if isinstance(value, (int, float, str)):
         return str(value)
     if isinstance(value, (list, dict)):
-        return json.dumps(value)
+        try:
+            return json.dumps(value)
+        except (TypeError, ValueError):  # a YAML date or timestamp inside
+            raise UserError(
+                f"sweep value {value!r}: lists and mappings may hold numbers, strings and booleans"
+            ) from None
     raise UserError(f"sweep value {value!r}: expected a number, string, boolean, list or mapping")
 
 

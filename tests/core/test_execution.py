@@ -288,3 +288,7 @@ def test_sweep_lists_and_mappings_reach_the_config_parser_as_json() -> None:
     assert [cfg.build(Layers, {"layers": t}).layers for t in texts] == [(3, 4), (8,)]
     with pytest.raises(UserError, match="expected a number, string, boolean, list or mapping"):
         sweep._as_text(None)
+    import datetime
+
+    with pytest.raises(UserError, match="may hold numbers, strings and booleans"):
+        sweep._as_text([datetime.date(2024, 1, 1)])  # YAML reads 2024-01-01 as a date

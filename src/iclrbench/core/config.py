@@ -540,7 +540,7 @@ def _build(cls: type[C], overrides: Mapping[str, Any], *, what: str, prefix: str
         raise UserError(f"{what} key '{prefix}{missing[0]}' is required")
     try:
         instance = cls(**values)
-    except ValueError as exc:  # __post_init__ cross-field checks
+    except (ValueError, TypeError, AssertionError) as exc:  # __post_init__ cross-field checks
         raise UserError(str(exc)) from None
     check(instance, prefix=prefix)
     return instance

@@ -329,12 +329,15 @@ class ResultStore:
         attempts = [uri, uri + "&immutable=1"]
         error: Exception | None = None
         for candidate in attempts:
+            conn = None
             try:
                 conn = sqlite3.connect(
                     candidate, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
                 )
                 app_id, _tables = _identity(conn)
             except sqlite3.DatabaseError as exc:
+                if conn is not None:
+                    conn.close()  # the failed attempt's handle, before the next one
                 error = exc
                 continue
             if app_id != APPLICATION_ID:
