@@ -95,3 +95,20 @@ def test_an_entry_point_whose_name_is_not_the_task_id_is_refused(monkeypatch: py
     with pytest.raises(catalog.CatalogError, match=r"'bilateral = .*' .* id is 'contextual-bilateral-trade'"):
         catalog.task_ids()
     monkeypatch.setitem(catalog._state, "tasks_loaded", False)  # the next test scans afresh
+
+
+def test_a_broken_plugin_task_is_skipped_with_a_warning_and_the_rest_still_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    good = metadata.EntryPoint(
+        name=TASK, value="iclrbench.benchmarks.bilateral_trade:BilateralTradeTask", group="x"
+    )
+    broken = metadata.EntryPoint(name="their-task", value="no_such_plugin_module:Task", group="x")
+    monkeypatch.setattr(
+        catalog, "_entry_points", lambda group: [good, broken] if group == catalog.TASK_GROUP else []
+    )
+    monkeypatch.setattr(catalog, "_tasks", Registry("task"))
+    monkeypatch.setitem(catalog._state, "tasks_loaded", False)
+    with pytest.warns(UserWarning, match="plugin task 'their-task' skipped"):
+        assert catalog.task_ids() == [TASK]
+    monkeypatch.setitem(catalog._state, "tasks_loaded", False)

@@ -12,6 +12,7 @@ iclrbench's own ``pyproject.toml``.
 from __future__ import annotations
 
 import importlib
+import warnings
 from importlib import metadata
 from typing import TYPE_CHECKING
 
@@ -30,8 +31,8 @@ _algorithms: dict[str, Registry[type[Algorithm]]] = {}
 _state = {"tasks_loaded": False, "plugins_loaded": False}
 
 
-class CatalogError(Exception):
-    """An installed distribution declares a task inconsistently (a packaging bug, not a user error)."""
+class CatalogError(UserError):
+    """iclrbench's own distribution declares a task inconsistently (a packaging bug): one line, exit 2."""
 
 
 def _entry_points(group: str) -> list[metadata.EntryPoint]:
@@ -43,20 +44,32 @@ def _entry_points(group: str) -> list[metadata.EntryPoint]:
     return sorted(unique.values(), key=lambda ep: ep.value.split(".")[0] != "iclrbench")
 
 
+def _load_task(ep: metadata.EntryPoint) -> type[Task]:
+    cls = ep.load()
+    task_id = getattr(cls, "id", None)
+    if task_id != ep.name:
+        raise CatalogError(
+            f"entry point '{ep.name} = {ep.value}' (group {TASK_GROUP}) names a task whose id is "
+            f"{task_id!r}: the entry point's name must be the task's id"
+        )
+    return cls  # type: ignore[no-any-return]
+
+
 def _ensure_tasks() -> None:
     if _state["tasks_loaded"]:
         return
-    _state["tasks_loaded"] = True
     for ep in _entry_points(TASK_GROUP):
-        cls = ep.load()
-        task_id = getattr(cls, "id", None)
-        if task_id != ep.name:
-            raise CatalogError(
-                f"entry point '{ep.name} = {ep.value}' (group {TASK_GROUP}) names a task whose id is "
-                f"{task_id!r}: the entry point's name must be the task's id"
-            )
-        if task_id not in _tasks:
-            _tasks.add(task_id, cls)
+        if ep.value.split(".")[0] == "iclrbench":  # our own: a failure is ours, and loud
+            cls = _load_task(ep)
+        else:  # a third party's broken plugin must not take every command down with it
+            try:
+                cls = _load_task(ep)
+            except Exception as exc:
+                warnings.warn(f"iclrbench: plugin task '{ep.name}' skipped: {exc}", stacklevel=2)
+                continue
+        if cls.id not in _tasks:
+            _tasks.add(cls.id, cls)
+    _state["tasks_loaded"] = True  # only once every entry point was read
 
 
 def _ensure_algorithms(task_cls: type[Task]) -> None:
