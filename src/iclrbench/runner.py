@@ -172,6 +172,9 @@ def plan(
                 continue
             raise UserError(f"{name} cannot run on this config of {task_id}: {reason}")
         params = cfg.build(algo.Params, algo_sets[name], what=f"{name} parameter")
+        clash = algo.incompatible(params, config)
+        if clash is not None:
+            raise UserError(f"{name} cannot run with these parameters on {task_id}: {clash}")
         for seed in seeds:
             specs.append(
                 RunSpec(

@@ -45,6 +45,13 @@ class Algorithm:
         return None
 
     @classmethod
+    def incompatible(cls, params: Any, config: Any) -> str | None:
+        """``None`` if these hyperparameters make sense on ``config``, else why not (a pFedMoAP with more
+        experts than other clients): checked with the run specs, so the mistake is one line, not N failed
+        runs."""
+        return None
+
+    @classmethod
     def summary(cls) -> str:
         doc = inspect.getdoc(cls) or ""
         return doc.strip().splitlines()[0] if doc.strip() else ""

@@ -1,0 +1,476 @@
+"""federated-prompt-mixture on Flower: the ``ClientApp``, the ``ServerApp`` with our ``Strategy``, and one
+run in Flower's simulation runtime (Ray), with the bytes counted from the messages Flower sends.
+
+- :data:`client_app`: a Flower ``ClientApp``. On ``query`` it says which partition it holds; on ``train``
+  it rebuilds the method from the message's configuration, regenerates its own partition (a pure function
+  of the run seed and its ``partition-id``), runs the method's client half and replies with the upload;
+  on ``evaluate`` it tests. Its private state (a personal prompt, pFedMoAP's gate and experts) lives in
+  Flower's per-node ``context.state`` and is never sent.
+- :class:`PromptStrategy`: a Flower ``Strategy`` whose sampling is the server's (participation x N clients
+  a round, seeded) and whose downlink and aggregation are the method's server half.
+- :func:`make_server_app`: a ``ServerApp`` that runs the strategy for ``rounds`` rounds, then evaluates
+  every client once; it counts the bytes of each message's content (Flower's own serialisation, summed
+  over the message's record tree) each way.
+- :func:`simulate`: one run: ``flwr.simulation.run_simulation`` with ``clients`` virtual SuperNodes, each
+  ClientApp on one CPU; Ray's temporary folder and ``FLWR_HOME`` under the task cache; telemetry off; the
+  Ray session is shut down when the run ends, fails or is interrupted.
+
+The same two apps run on a real federation (README: ``flwr run . <federation>`` from a Flower app
+project whose ``[tool.flwr.app.components]`` name ``...:server_app`` and ``...:client_app``); there the
+ServerApp reads its settings from the run config keys ``algorithm``, ``params``, ``config`` (JSON) and
+``seed``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import json
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iclrbench.algorithms.federated_prompts import Arrays, LocalData, PromptMethod, algorithm_arrays
+from iclrbench.core.seeding import seed_for
+from iclrbench.envs.federated_prompts import (
+    CLASS_NAMES,
+    TASK_ID,
+    FederatedPromptConfig,
+    client_images,
+    client_split,
+)
+
+#: slowest reply the server waits for, per round (seconds)
+ROUND_TIMEOUT = 1800.0
+
+
+# --------------------------------------------------------------------------------------------- settings
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """Everything a client needs to rebuild the run: the method, its parameters, the config, the seed."""
+
+    algorithm: str
+    params: Mapping[str, Any]
+    config: Mapping[str, Any]
+    seed: int
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSettings:
+        data = json.loads(text)
+        return cls(data["algorithm"], data["params"], data["config"], int(data["seed"]))
+
+    @classmethod
+    def from_run_config(cls, run_config: Mapping[str, Any]) -> RunSettings:
+        """From ``flwr run``'s run config (pyproject ``[tool.flwr.app.config]`` or ``--run-config``)."""
+        return cls(
+            str(run_config.get("algorithm", "pfedmoap")),
+            json.loads(str(run_config.get("params", "{}"))),
+            json.loads(str(run_config.get("config", "{}"))),
+            int(run_config.get("seed", 0)),
+        )
+
+    def build(self) -> tuple[PromptMethod, FederatedPromptConfig]:
+        from iclrbench.core import catalog
+        from iclrbench.core import config as cfg
+
+        # on the config's own defaults, not a budget's: a partial config (flwr run) means what it says
+        config = cfg.build(FederatedPromptConfig, dict(self.config), what=f"{TASK_ID} config")
+        algo_cls = catalog.get_algorithm(TASK_ID, self.algorithm)
+        params = cfg.build(algo_cls.Params, dict(self.params), what=f"{self.algorithm} parameter")
+        rng = np.random.default_rng(seed_for(self.seed, TASK_ID, self.algorithm))
+        method = algo_cls(params, config, rng)
+        if not isinstance(method, PromptMethod):
+            raise TypeError(f"{self.algorithm} does not implement PromptMethod")
+        return method, config
+
+
+@functools.lru_cache(maxsize=8)
+def _method(settings_json: str) -> tuple[PromptMethod, FederatedPromptConfig]:
+    return RunSettings.from_json(settings_json).build()
+
+
+@functools.lru_cache(maxsize=64)
+def local_data(settings_json: str, partition: int) -> LocalData:
+    """One client's frozen features (its own images through the frozen image tower), cached per process."""
+    import torch
+
+    from iclrbench.models import vision_language as vl
+
+    settings = RunSettings.from_json(settings_json)
+    _, config = _method(settings_json)
+    data = client_split(config, settings.seed)[partition]
+    train, test = client_images(data, settings.seed)
+    return LocalData(
+        train_x=torch.from_numpy(vl.image_features(train)),
+        train_y=torch.from_numpy(data.train_labels),
+        test_x=torch.from_numpy(vl.image_features(test)),
+        test_y=torch.from_numpy(data.test_labels),
+        encoder=_encoder(config.n_ctx),
+        logit_scale=vl.logit_scale(),
+        zero_shot=torch.from_numpy(vl.zero_shot_features(CLASS_NAMES)),
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _encoder(n_ctx: int) -> Any:
+    from iclrbench.models.vision_language import PromptedTextEncoder
+
+    return PromptedTextEncoder(CLASS_NAMES, n_ctx)
+
+
+# ----------------------------------------------------------------------------------------- record utils
+def to_record(arrays: Mapping[str, np.ndarray]) -> Any:
+    from flwr.app import Array, ArrayRecord
+
+    return ArrayRecord({k: Array(v) for k, v in algorithm_arrays(arrays).items()})
+
+
+def from_record(record: Any) -> Arrays:
+    return {k: np.asarray(v.numpy(), dtype=np.float32) for k, v in record.items()}
+
+
+def content_bytes(message: Any) -> int:
+    """Bytes of a message's content as Flower serialises it: the sum over the content's object tree
+    (records, arrays, array chunks) of each object's deflated size. Message headers (ids, timestamps,
+    ~100 bytes) are left out so that the count is the same on every run."""
+    from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+
+    return sum(len(obj.deflate()) for obj in get_all_nested_objects(message.content).values())
+
+
+# ------------------------------------------------------------------------------------------- client app
+def _client_handlers() -> Any:
+    from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
+
+    app = ClientApp()
+
+    def _setup(msg: Message, context: Context) -> tuple[str, PromptMethod, int, LocalData, Arrays]:
+        import torch
+
+        torch.set_num_threads(1)  # one virtual client per CPU
+        settings_json = str(msg.content["config"]["settings"])
+        method, _ = _method(settings_json)
+        partition = int(context.node_config["partition-id"])
+        local = from_record(context.state["local"]) if "local" in context.state else {}
+        return settings_json, method, partition, local_data(settings_json, partition), local
+
+    @app.query()
+    def query(msg: Message, context: Context) -> Message:
+        partition = int(context.node_config["partition-id"])
+        return Message(RecordDict({"metrics": MetricRecord({"partition-id": partition})}), reply_to=msg)
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        started = time.perf_counter()
+        settings_json, method, partition, data, local = _setup(msg, context)
+        round_ = int(msg.content["config"]["round"])
+        seed = RunSettings.from_json(settings_json).seed
+        down = from_record(msg.content["arrays"])
+        upload, local = method.local_train(
+            data, down, local, seed_for(seed, "client", str(partition), str(round_))
+        )
+        context.state["local"] = to_record(local)
+        metrics = {"num-examples": len(data.train_y), "seconds": time.perf_counter() - started}
+        return Message(
+            RecordDict({"arrays": to_record(upload), "metrics": MetricRecord(metrics)}), reply_to=msg
+        )
+
+    @app.evaluate()
+    def evaluate(msg: Message, context: Context) -> Message:
+        settings_json, method, partition, data, local = _setup(msg, context)
+        seed = RunSettings.from_json(settings_json).seed
+        down = from_record(msg.content["arrays"])
+        acc = method.local_evaluate(data, down, local, seed_for(seed, "client", str(partition), "evaluate"))
+        metrics = {"accuracy": acc, "num-examples": len(data.test_y)}
+        return Message(RecordDict({"metrics": MetricRecord(metrics)}), reply_to=msg)
+
+    del ConfigRecord
+    return app
+
+
+client_app = _client_handlers()
+
+
+# ------------------------------------------------------------------------------------------- server app
+@dataclasses.dataclass
+class RunLog:
+    """What the ServerApp reports back to :func:`simulate`."""
+
+    accuracy: dict[int, float] = dataclasses.field(default_factory=dict)
+    bytes_up: int = 0
+    bytes_down: int = 0
+    rounds: int = 0
+    round_seconds: list[float] = dataclasses.field(default_factory=list)
+    client_seconds: float = 0.0
+    error: BaseException | None = None
+
+
+class CountingGrid:
+    """The Grid the strategy talks to: Flower's, with every message's content bytes counted."""
+
+    def __init__(self, grid: Any, log: RunLog) -> None:
+        self.grid, self.log = grid, log
+
+    def send_and_receive(self, messages: Iterable[Any], timeout: float = ROUND_TIMEOUT) -> list[Any]:
+        messages = list(messages)
+        self.log.bytes_down += sum(content_bytes(m) for m in messages)
+        replies = list(self.grid.send_and_receive(messages, timeout=timeout))
+        for reply in replies:
+            if reply.has_error():
+                raise RuntimeError(f"a client failed: {reply.error.reason}")
+        if len(replies) < len(messages):
+            raise RuntimeError(f"{len(messages) - len(replies)} of {len(messages)} clients did not reply")
+        self.log.bytes_up += sum(content_bytes(r) for r in replies)
+        return replies
+
+
+def _strategy_base() -> type:
+    from flwr.serverapp.strategy import Strategy
+
+    return Strategy
+
+
+class PromptStrategy(_strategy_base()):  # type: ignore[misc]
+    """A Flower Strategy driven by a :class:`PromptMethod`: seeded client sampling, the method's per-client
+    downlink (pFedMoAP: each client its own experts), the method's aggregation; the global ArrayRecord
+    Flower threads through rounds is the aggregate prompt."""
+
+    def __init__(self, method: PromptMethod, config: FederatedPromptConfig, settings: RunSettings) -> None:
+        self.method, self.config, self.settings = method, config, settings
+        self.state = method.init_server(config, settings.seed)
+        self.nodes: dict[int, int] = {}  # partition id -> node id
+        self.sampled: list[int] = []
+
+    def _message(self, partition: int, arrays: Arrays, kind: str, round_: int) -> Any:
+        from flwr.app import ConfigRecord, Message, RecordDict
+
+        config = ConfigRecord({"settings": self.settings.to_json(), "round": round_})
+        content = RecordDict({"arrays": to_record(arrays), "config": config})
+        return Message(content, dst_node_id=self.nodes[partition], message_type=kind, group_id=str(round_))
+
+    def configure_train(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
+        rng = np.random.default_rng(seed_for(self.settings.seed, TASK_ID, "sample", str(server_round)))
+        self.sampled = sorted(rng.choice(self.config.clients, self.config.per_round, replace=False).tolist())
+        return [
+            self._message(c, self.method.downlink(self.state, c, server_round), "train", server_round)
+            for c in self.sampled
+        ]
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Any]) -> tuple[Any, Any]:
+        from flwr.app import MetricRecord
+
+        partitions = {node: part for part, node in self.nodes.items()}
+        uploads = {
+            partitions[r.metadata.src_node_id]: (
+                from_record(r.content["arrays"]),
+                int(r.content["metrics"]["num-examples"]),
+            )
+            for r in replies
+        }
+        seconds = sum(float(r.content["metrics"]["seconds"]) for r in replies)
+        self.method.aggregate(self.state, uploads, server_round)
+        return to_record({"ctx": self.state.global_ctx}), MetricRecord({"client-seconds": seconds})
+
+    def configure_evaluate(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
+        return [
+            self._message(c, self.method.eval_downlink(self.state, c), "evaluate", server_round)
+            for c in sorted(self.nodes)
+        ]
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Any]) -> Any:
+        from flwr.app import MetricRecord
+
+        accs = [float(r.content["metrics"]["accuracy"]) for r in replies]
+        return MetricRecord({"accuracy": float(np.mean(accs)), "worst-accuracy": float(np.min(accs))})
+
+    def summary(self) -> None:
+        return None
+
+
+def _wait_for_nodes(grid: Any, count: int, timeout: float = 120.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = sorted(grid.get_node_ids())
+        if len(nodes) >= count:
+            return nodes
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {len(nodes)} of {count} SuperNodes connected in {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def run_rounds(
+    grid: Any, settings: RunSettings, log: RunLog, progress: Callable[[int, int], None] | None = None
+) -> None:
+    """The ServerApp's body: learn which node holds which partition, ``rounds`` rounds of the strategy,
+    then one evaluation of every client."""
+    from flwr.app import Message, RecordDict
+
+    method, config = settings.build()
+    strategy = PromptStrategy(method, config, settings)
+    counted = CountingGrid(grid, log)
+    nodes = _wait_for_nodes(grid, config.clients)
+    hello = [Message(RecordDict(), dst_node_id=n, message_type="query", group_id="0") for n in nodes]
+    for reply in counted.send_and_receive(hello):
+        strategy.nodes[int(reply.content["metrics"]["partition-id"])] = reply.metadata.src_node_id
+    for round_ in range(1, config.rounds + 1):
+        started = time.perf_counter()
+        replies = counted.send_and_receive(strategy.configure_train(round_, None, None, grid))
+        _, metrics = strategy.aggregate_train(round_, replies)
+        log.client_seconds += float(metrics["client-seconds"])
+        log.round_seconds.append(time.perf_counter() - started)
+        log.rounds = round_
+        if progress is not None:
+            progress(round_, config.rounds)
+    replies = counted.send_and_receive(strategy.configure_evaluate(config.rounds, None, None, grid))
+    partitions = {node: part for part, node in strategy.nodes.items()}
+    log.accuracy = {
+        partitions[r.metadata.src_node_id]: float(r.content["metrics"]["accuracy"]) for r in replies
+    }
+
+
+def make_server_app(
+    settings: RunSettings | None, log: RunLog, progress: Callable[[int, int], None] | None = None
+) -> Any:
+    """A ServerApp for ``settings`` (or, when None, for the run config of ``flwr run``)."""
+    from flwr.app import Context
+    from flwr.serverapp import Grid, ServerApp
+
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        try:
+            run_rounds(grid, settings or RunSettings.from_run_config(context.run_config), log, progress)
+        except BaseException as exc:  # reported by simulate(); Flower would only log it
+            log.error = exc
+            raise
+        if settings is None:  # under `flwr run` the log is the report
+            from flwr.common.logger import FLOWER_LOGGER
+
+            accs = [log.accuracy[c] for c in sorted(log.accuracy)]
+            FLOWER_LOGGER.info(
+                "accuracy %.4f (worst %.4f) over %d clients; bytes up %d, down %d",
+                float(np.mean(accs)),
+                float(np.min(accs)),
+                len(accs),
+                log.bytes_up,
+                log.bytes_down,
+            )
+
+    return app
+
+
+#: the ServerApp ``flwr run`` loads (settings from the run config)
+server_app = make_server_app(None, RunLog())
+
+
+# ---------------------------------------------------------------------------------------------- running
+def _runtime_dirs() -> tuple[Path, Path]:
+    """(FLWR_HOME, RAY_TMPDIR) under the task cache. Ray's socket paths must stay under 107 bytes, so a
+    cache deeper than ~50 characters gets a private folder under the system temp instead."""
+    from iclrbench.models.vision_language import cache_root
+
+    root = cache_root().resolve() / TASK_ID
+    flwr_home = root / "flwr-home"
+    ray_tmp = root / "ray"
+    if len(str(ray_tmp)) > 50:
+        ray_tmp = Path(tempfile.gettempdir()) / f"iclrbench-ray-{os.getuid()}"
+    flwr_home.mkdir(parents=True, exist_ok=True)
+    ray_tmp.mkdir(parents=True, exist_ok=True)
+    return flwr_home, ray_tmp
+
+
+@contextlib.contextmanager
+def _environment(updates: Mapping[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in updates}
+    os.environ.update(updates)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+_SIMULATION_LOCK = threading.Lock()
+
+
+def simulate(
+    settings: RunSettings, actors: int, progress: Callable[[int, int], None] | None = None
+) -> RunLog:
+    """Run ``settings`` in Flower's simulation runtime: one Ray session, ``clients`` virtual SuperNodes,
+    ``actors`` of them computing at once (one CPU each); the session is gone when this returns."""
+    import logging
+
+    from iclrbench.models.vision_language import cache_root, image_tower
+
+    _, config = settings.build()
+    image_tower()  # pre-train (or load) the frozen tower here, once, not in every actor
+    flwr_home, ray_tmp = _runtime_dirs()
+    env = {
+        "FLWR_HOME": str(flwr_home),
+        "RAY_TMPDIR": str(ray_tmp),
+        "FLWR_TELEMETRY_ENABLED": "0",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+        "RAY_DEDUP_LOGS": "0",
+        "ICLRBENCH_CACHE": str(cache_root().resolve()),
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": "1",
+    }
+    log = RunLog()
+    backend = {
+        "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+        "init_args": {
+            "num_cpus": actors,
+            "num_gpus": 0,
+            "include_dashboard": False,
+            "log_to_driver": False,
+            "object_store_memory": 256 * 1024**2,
+            "_temp_dir": str(ray_tmp),
+        },
+    }
+    with _SIMULATION_LOCK, _environment(env):
+        from flwr.common.logger import FLOWER_LOGGER
+        from flwr.simulation import run_simulation
+
+        level = FLOWER_LOGGER.level
+        FLOWER_LOGGER.setLevel(logging.ERROR)
+        try:
+            run_simulation(
+                make_server_app(settings, log, progress),
+                client_app,
+                num_supernodes=config.clients,
+                backend_config=backend,
+            )
+        finally:
+            FLOWER_LOGGER.setLevel(level)
+            _shutdown_ray()
+    if log.error is not None:
+        raise RuntimeError(f"the federated run failed: {log.error}") from log.error
+    if len(log.accuracy) != config.clients:
+        raise RuntimeError(f"{len(log.accuracy)} of {config.clients} clients were evaluated")
+    return log
+
+
+def _shutdown_ray() -> None:
+    """Flower shuts Ray down after a simulation; make sure of it (an interrupted one may not have)."""
+    try:
+        import ray
+    except ImportError:
+        return
+    if ray.is_initialized():
+        ray.shutdown()
