@@ -174,11 +174,12 @@ class RunCache:
         self.task = task
         self.budget = budget
         self._results: dict[tuple[str, int, int], RunResult] = {}
+        self._batches: dict[tuple[str, tuple[int, ...]], list[RunResult]] = {}
         self._specs: dict[tuple[str, int], Any] = {}
 
     @property
     def count(self) -> int:
-        return len(self._results)
+        return len(self._results) + sum(len(b) for b in self._batches.values())
 
     def spec(self, algorithm: str, seed: int) -> Any:
         key = (algorithm, seed)
@@ -191,6 +192,21 @@ class RunCache:
         if key not in self._results:
             self._results[key] = runner.execute(self.spec(algorithm, seed))
         return self._results[key]
+
+    def batch(self, algorithm: str, seeds: Sequence[int]) -> list[RunResult]:
+        """One ``execute_batch`` of the algorithm over ``seeds`` (the task's batched path), at most once."""
+        key = (algorithm, tuple(seeds))
+        if key not in self._batches:
+            self._batches[key] = runner.execute_batch([self.spec(algorithm, s) for s in seeds])
+        return self._batches[key]
+
+    def again(self, algorithm: str, seed: int, seeds: Sequence[int]) -> tuple[RunResult, str]:
+        """A second run of (algorithm, seed) for the determinism check, and how it ran: where the task has
+        a batched path over ``seeds`` (which includes ``seed``), that batch's run -- one computation less
+        per algorithm, and a batched run that matches is the same seed run again; else a plain rerun."""
+        if seed in seeds and has_batched_path(self.task, self.task.make_config(self.budget)):
+            return self.batch(algorithm, seeds)[list(seeds).index(seed)], "in a batch"
+        return self.run(algorithm, seed, 1), "again"
 
     def supported(self) -> tuple[list[str], dict[str, str]]:
         """(algorithms that support the budget's config, {algorithm: reason} for the others)."""
@@ -331,10 +347,16 @@ def check_runs(
 
 
 def check_determinism(
-    task: Task, budget: str = "smoke", seed: int = 0, *, runs: RunCache | None = None
+    task: Task,
+    budget: str = "smoke",
+    seed: int = 0,
+    *,
+    runs: RunCache | None = None,
+    seeds: Sequence[int] = (),
 ) -> None:
-    """The same seed twice gives the same metrics (to :data:`SAME_RTOL`), timing metrics excepted. Algorithms
-    whose first run failed are left to :func:`check_runs`."""
+    """The same seed twice gives the same metrics (to :data:`SAME_RTOL`), timing metrics excepted. The
+    second run is the seed's run in a batch over ``seeds`` where the task has a batched path (see
+    :meth:`RunCache.again`). Algorithms whose first run failed are left to :func:`check_runs`."""
     fail = _Failures("check_determinism")
     runs = runs or RunCache(task, budget)
     timing = _timing_metrics(task)
@@ -342,8 +364,10 @@ def check_determinism(
         first = runs.run(name, seed, 0)
         if first.status != "ok":
             continue  # a failing run is check_runs's to report; there is nothing to compare
-        second = runs.run(name, seed, 1)
+        second, how = runs.again(name, seed, seeds)
         if second.status != "ok":
+            if how == "in a batch":
+                continue  # check_batched reports a batch that fails
             fail.add(f"{name} seed={seed} ran ok once, then failed on a second run: {second.error}")
             continue
         differ = {
@@ -352,7 +376,7 @@ def check_determinism(
             if k not in timing and not _same(first.metrics[k], second.metrics.get(k, math.nan))
         }
         if differ:
-            fail.add(f"{name} seed={seed} gives different metrics on a second run: {differ}")
+            fail.add(f"{name} seed={seed} gives different metrics on a second run ({how}): {differ}")
     fail.raise_if_any()
 
 
@@ -372,7 +396,7 @@ def check_batched(
         raise _Skip("no batched path (evaluate_many not overridden or batch_size 1)")
     timing = _timing_metrics(task)
     for name in runs.supported()[0]:
-        batch = runner.execute_batch([runs.spec(name, s) for s in seeds])
+        batch = runs.batch(name, seeds)
         for single_seed, batched in zip(seeds, batch, strict=True):
             single = runs.run(name, single_seed)
             where = f"{name} seed={single_seed}"
@@ -562,7 +586,7 @@ def check_task(task_id: str, budget: str = "smoke", *, seeds: Sequence[int] = (0
             ("check_claims", lambda: check_claims(task)),
             ("check_gym_envs", lambda: check_gym_envs(task)),
             ("check_runs", lambda: check_runs(task, budget, seeds, runs=runs)),
-            ("check_determinism", lambda: check_determinism(task, budget, seeds[0], runs=runs)),
+            ("check_determinism", lambda: check_determinism(task, budget, seeds[0], runs=runs, seeds=seeds)),
             ("check_batched", lambda: check_batched(task, budget, seeds, runs=runs)),
         ]
         report.checks += [_timed(name, step) for name, step in steps]

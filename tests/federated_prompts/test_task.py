@@ -1,6 +1,6 @@
-"""federated-prompt-mixture through the runner, Flower and the CLI: real federations at smoke report the
-declared metrics and count Flower's bytes, leave no Ray behind; bad input is one line; the claim judges
-say yes, no and don't know on fake runs."""
+"""federated-prompt-mixture through Flower and the CLI: real federations at smoke (three side by side in
+one Flower runtime) report the declared metrics, count Flower's bytes and leave no Ray behind; bad input
+is one line; the claim judges say yes, no and don't know on fake runs."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iclrbench import runner
 from iclrbench.benchmarks.federated_prompts import FederatedPromptTask, judge_pathological, judge_shift
+from iclrbench.core import catalog
+from iclrbench.core import config as cfg
 from iclrbench.core.result import RunResult
+from iclrbench.core.task import Outcome
 from iclrbench.testing import fake_runs
 from tests.conftest import BenchRunner
 
@@ -30,21 +32,28 @@ def _ray_children() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def federations() -> dict[str, RunResult]:
-    specs = runner.plan(TASK, ["promptfl", "local-coop", "zero-shot"], [0], "smoke")
-    return {spec.algorithm: runner.execute(spec) for spec in specs}
+def federations() -> dict[str, Outcome]:
+    """Three methods at smoke, seed 0, as three federations side by side in one Flower runtime (the
+    task's batched path; the contract checker holds it equal to one run at a time)."""
+    task = FederatedPromptTask()
+    config = task.make_config("smoke")
+    names = ("promptfl", "local-coop", "zero-shot")
+    algorithms = []
+    for name in names:
+        cls = catalog.get_algorithm(TASK, name)
+        algorithms.append(cls(cfg.build(cls.Params, {}), config, np.random.default_rng(0)))
+    return dict(zip(names, task.evaluate_many(algorithms, config, [0, 0, 0]), strict=True))
 
 
-def test_runs_report_the_declared_metrics(federations: dict[str, RunResult]) -> None:
-    for result in federations.values():
-        assert result.status == "ok", result.error
-        m = result.metrics
+def test_runs_report_the_declared_metrics(federations: dict[str, Outcome]) -> None:
+    for outcome in federations.values():
+        m = outcome.metrics
         assert set(m) == DECLARED
         assert 0 <= m["worst_accuracy"] <= m["accuracy"] <= 1 and m["rounds"] == 2
         assert m["bytes_up"] > 0 and m["bytes_down"] > 0
 
 
-def test_bytes_are_what_each_method_sends(federations: dict[str, RunResult]) -> None:
+def test_bytes_are_what_each_method_sends(federations: dict[str, Outcome]) -> None:
     promptfl, local = federations["promptfl"].metrics, federations["local-coop"].metrics
     prompt_bytes = 16 * 384 * 4  # one float32 prompt
     config = FederatedPromptTask().make_config("smoke")
@@ -53,7 +62,7 @@ def test_bytes_are_what_each_method_sends(federations: dict[str, RunResult]) -> 
     assert promptfl["bytes_down"] >= config.clients * (config.rounds + 1) * prompt_bytes
 
 
-def test_zero_shot_through_flower_is_the_frozen_pair_alone(federations: dict[str, RunResult]) -> None:
+def test_zero_shot_through_flower_is_the_frozen_pair_alone(federations: dict[str, Outcome]) -> None:
     from iclrbench.baselines.federated_prompts import ZeroShot
     from iclrbench.benchmarks.federated_prompts_flower import RunSettings, local_data
     from iclrbench.core import config as cfg
@@ -66,7 +75,7 @@ def test_zero_shot_through_flower_is_the_frozen_pair_alone(federations: dict[str
     assert federations["zero-shot"].metrics["accuracy"] == pytest.approx(float(np.mean(direct)), abs=1e-9)
 
 
-def test_no_ray_outlives_a_run(federations: dict[str, RunResult]) -> None:
+def test_no_ray_outlives_a_run(federations: dict[str, Outcome]) -> None:
     ray = pytest.importorskip("ray")
     assert federations and not ray.is_initialized()
     assert _ray_children() == []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -195,16 +196,37 @@ class FederatedPromptTask(Task):
 
         image_tower()
 
-    def evaluate(self, algorithm: Algorithm, config: FederatedPromptConfig, seed: int) -> Outcome:
-        from iclrbench.algorithms.federated_prompts import PromptMethod
-        from iclrbench.benchmarks.federated_prompts_flower import RunSettings, simulate
+    def batch_size(self, config: FederatedPromptConfig) -> int:
+        """Seeds run as side-by-side federations in one Flower runtime (Ray's start-up paid once): up to
+        40 virtual clients, at most 5 seeds."""
+        return max(1, min(5, 40 // config.clients))
 
-        if not isinstance(algorithm, PromptMethod):
-            raise TypeError(f"{type(algorithm).__name__} does not implement PromptMethod")
-        settings = RunSettings(algorithm.name, as_dict(algorithm.params), as_dict(config), seed)
+    def evaluate(self, algorithm: Algorithm, config: FederatedPromptConfig, seed: int) -> Outcome:
+        return self.evaluate_many([algorithm], config, [seed])[0]
+
+    def evaluate_many(
+        self, algorithms: Sequence[Algorithm], config: FederatedPromptConfig, seeds: Sequence[int]
+    ) -> list[Outcome]:
+        """One federation per seed, all in one simulation runtime; each federation's results are exactly
+        what it gives alone (its own nodes, messages, seeds). ``seconds`` is the runtime's wall time
+        shared equally among them."""
+        from iclrbench.algorithms.federated_prompts import PromptMethod
+        from iclrbench.benchmarks.federated_prompts_flower import RunSettings, simulate_many
+
+        for algorithm in algorithms:
+            if not isinstance(algorithm, PromptMethod):
+                raise TypeError(f"{type(algorithm).__name__} does not implement PromptMethod")
+        federations = [
+            RunSettings(a.name, as_dict(a.params), as_dict(config), int(seed))
+            for a, seed in zip(algorithms, seeds, strict=True)
+        ]
         started = time.perf_counter()
-        log = simulate(settings, self.actors(config))
-        seconds = time.perf_counter() - started
+        logs = simulate_many(federations, self.actors(config))
+        seconds = (time.perf_counter() - started) / len(logs)
+        return [self._outcome(config, log, seconds) for log in logs]
+
+    @staticmethod
+    def _outcome(config: FederatedPromptConfig, log: Any, seconds: float) -> Outcome:
         accs = np.array([log.accuracy[c] for c in sorted(log.accuracy)])
         metrics = {
             "accuracy": float(np.mean(accs)),

@@ -160,8 +160,9 @@ def _client_handlers() -> Any:
 
         torch.set_num_threads(1)  # one virtual client per CPU
         settings_json = str(msg.content["config"]["settings"])
-        method, _ = _method(settings_json)
-        partition = int(context.node_config["partition-id"])
+        method, config = _method(settings_json)
+        # several federations (seeds) may share one runtime, N nodes each: the client is the id modulo N
+        partition = int(context.node_config["partition-id"]) % config.clients
         local = from_record(context.state["local"]) if "local" in context.state else {}
         return settings_json, method, partition, local_data(settings_json, partition), local
 
@@ -216,23 +217,29 @@ class RunLog:
     error: BaseException | None = None
 
 
-class CountingGrid:
-    """The Grid the strategy talks to: Flower's, with every message's content bytes counted."""
-
-    def __init__(self, grid: Any, log: RunLog) -> None:
-        self.grid, self.log = grid, log
-
-    def send_and_receive(self, messages: Iterable[Any], timeout: float = ROUND_TIMEOUT) -> list[Any]:
-        messages = list(messages)
-        self.log.bytes_down += sum(content_bytes(m) for m in messages)
-        replies = list(self.grid.send_and_receive(messages, timeout=timeout))
-        for reply in replies:
-            if reply.has_error():
-                raise RuntimeError(f"a client failed: {reply.error.reason}")
-        if len(replies) < len(messages):
-            raise RuntimeError(f"{len(messages) - len(replies)} of {len(messages)} clients did not reply")
-        self.log.bytes_up += sum(content_bytes(r) for r in replies)
-        return replies
+def exchange(
+    grid: Any, groups: list[list[Any]], logs: list[RunLog], timeout: float = ROUND_TIMEOUT
+) -> list[list[Any]]:
+    """Send every federation's messages in one ``send_and_receive`` (the federations' clients compute side
+    by side) and return each federation's replies; each message's content bytes are counted to its
+    federation's log, down and up. A client's error or a missing reply ends the run."""
+    owner = {}
+    for g, (messages, log) in enumerate(zip(groups, logs, strict=True)):
+        log.bytes_down += sum(content_bytes(m) for m in messages)
+        owner.update({m.metadata.dst_node_id: g for m in messages})
+    sent = [m for messages in groups for m in messages]
+    replies = list(grid.send_and_receive(sent, timeout=timeout))
+    for reply in replies:
+        if reply.has_error():
+            raise RuntimeError(f"a client failed: {reply.error.reason}")
+    if len(replies) < len(sent):
+        raise RuntimeError(f"{len(sent) - len(replies)} of {len(sent)} clients did not reply")
+    out: list[list[Any]] = [[] for _ in groups]
+    for reply in sorted(replies, key=lambda r: r.metadata.src_node_id):
+        g = owner[reply.metadata.src_node_id]
+        out[g].append(reply)
+        logs[g].bytes_up += content_bytes(reply)
+    return out
 
 
 def _strategy_base() -> type:
@@ -310,39 +317,49 @@ def _wait_for_nodes(grid: Any, count: int, timeout: float = 120.0) -> list[int]:
 
 
 def run_rounds(
-    grid: Any, settings: RunSettings, log: RunLog, progress: Callable[[int, int], None] | None = None
+    grid: Any,
+    federations: list[RunSettings],
+    logs: list[RunLog],
+    progress: Callable[[int, int], None] | None = None,
 ) -> None:
-    """The ServerApp's body: learn which node holds which partition, ``rounds`` rounds of the strategy,
-    then one evaluation of every client."""
+    """The ServerApp's body for one or more independent federations (the same config; a seed and a method
+    each) on nodes ``[g N, (g + 1) N)``: learn which node holds which partition, ``rounds`` rounds of each
+    federation's strategy (their clients computing side by side), then one evaluation of every client."""
     from flwr.app import Message, RecordDict
 
-    method, config = settings.build()
-    strategy = PromptStrategy(method, config, settings)
-    counted = CountingGrid(grid, log)
-    nodes = _wait_for_nodes(grid, config.clients)
-    hello = [Message(RecordDict(), dst_node_id=n, message_type="query", group_id="0") for n in nodes]
-    for reply in counted.send_and_receive(hello):
-        strategy.nodes[int(reply.content["metrics"]["partition-id"])] = reply.metadata.src_node_id
-    for round_ in range(1, config.rounds + 1):
+    built = [settings.build() for settings in federations]
+    strategies = [PromptStrategy(m, c, s) for (m, c), s in zip(built, federations, strict=True)]
+    clients, rounds = built[0][1].clients, built[0][1].rounds
+    nodes = _wait_for_nodes(grid, clients * len(federations))
+    hello = [[Message(RecordDict(), dst_node_id=n, message_type="query", group_id="0") for n in nodes]]
+    for reply in exchange(grid, hello, [RunLog()])[0]:  # set-up, not any one federation's traffic
+        partition = int(reply.content["metrics"]["partition-id"])
+        strategies[partition // clients].nodes[partition % clients] = reply.metadata.src_node_id
+    for round_ in range(1, rounds + 1):
         started = time.perf_counter()
-        replies = counted.send_and_receive(strategy.configure_train(round_, None, None, grid))
-        _, metrics = strategy.aggregate_train(round_, replies)
-        log.client_seconds += float(metrics["client-seconds"])
-        log.round_seconds.append(time.perf_counter() - started)
-        log.rounds = round_
+        sent = [strategy.configure_train(round_, None, None, grid) for strategy in strategies]
+        for strategy, replies, log in zip(strategies, exchange(grid, sent, logs), logs, strict=True):
+            _, metrics = strategy.aggregate_train(round_, replies)
+            log.client_seconds += float(metrics["client-seconds"])
+            log.round_seconds.append(time.perf_counter() - started)
+            log.rounds = round_
         if progress is not None:
-            progress(round_, config.rounds)
-    replies = counted.send_and_receive(strategy.configure_evaluate(config.rounds, None, None, grid))
-    partitions = {node: part for part, node in strategy.nodes.items()}
-    log.accuracy = {
-        partitions[r.metadata.src_node_id]: float(r.content["metrics"]["accuracy"]) for r in replies
-    }
+            progress(round_, rounds)
+    sent = [strategy.configure_evaluate(rounds, None, None, grid) for strategy in strategies]
+    for strategy, replies, log in zip(strategies, exchange(grid, sent, logs), logs, strict=True):
+        partitions = {node: part for part, node in strategy.nodes.items()}
+        log.accuracy = {
+            partitions[r.metadata.src_node_id]: float(r.content["metrics"]["accuracy"]) for r in replies
+        }
 
 
 def make_server_app(
-    settings: RunSettings | None, log: RunLog, progress: Callable[[int, int], None] | None = None
+    federations: list[RunSettings] | None,
+    logs: list[RunLog],
+    progress: Callable[[int, int], None] | None = None,
 ) -> Any:
-    """A ServerApp for ``settings`` (or, when None, for the run config of ``flwr run``)."""
+    """A ServerApp for ``federations`` (or, when None, one federation from the run config of ``flwr
+    run``); ``logs`` receives one RunLog per federation."""
     from flwr.app import Context
     from flwr.serverapp import Grid, ServerApp
 
@@ -350,14 +367,18 @@ def make_server_app(
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
+        runs = federations or [RunSettings.from_run_config(context.run_config)]
+        if not logs:
+            logs.extend(RunLog() for _ in runs)
         try:
-            run_rounds(grid, settings or RunSettings.from_run_config(context.run_config), log, progress)
+            run_rounds(grid, runs, logs, progress)
         except BaseException as exc:  # reported by simulate(); Flower would only log it
-            log.error = exc
+            logs[0].error = exc
             raise
-        if settings is None:  # under `flwr run` the log is the report
+        if federations is None:  # under `flwr run` the log is the report
             from flwr.common.logger import FLOWER_LOGGER
 
+            log = logs[0]
             accs = [log.accuracy[c] for c in sorted(log.accuracy)]
             FLOWER_LOGGER.info(
                 "accuracy %.4f (worst %.4f) over %d clients; bytes up %d, down %d",
@@ -372,7 +393,7 @@ def make_server_app(
 
 
 #: the ServerApp ``flwr run`` loads (settings from the run config)
-server_app = make_server_app(None, RunLog())
+server_app = make_server_app(None, [])
 
 
 # ---------------------------------------------------------------------------------------------- running
@@ -411,13 +432,24 @@ _SIMULATION_LOCK = threading.Lock()
 def simulate(
     settings: RunSettings, actors: int, progress: Callable[[int, int], None] | None = None
 ) -> RunLog:
-    """Run ``settings`` in Flower's simulation runtime: one Ray session, ``clients`` virtual SuperNodes,
-    ``actors`` of them computing at once (one CPU each); the session is gone when this returns."""
+    """One federation in Flower's simulation runtime (:func:`simulate_many` of one)."""
+    return simulate_many([settings], actors, progress)[0]
+
+
+def simulate_many(
+    federations: list[RunSettings], actors: int, progress: Callable[[int, int], None] | None = None
+) -> list[RunLog]:
+    """Run independent federations (the same config; a seed and a method each) in one Flower simulation
+    runtime: one Ray session, N virtual SuperNodes per federation, ``actors`` of them computing at once
+    (one CPU each), so that Ray's start-up is paid once. Each federation's clients, messages and bytes are
+    its own: the results equal those of one federation at a time. The Ray session is gone on return."""
     import logging
 
     from iclrbench.models.vision_language import cache_root, image_tower
 
-    _, config = settings.build()
+    if len({json.dumps(dict(f.config), sort_keys=True) for f in federations}) != 1:
+        raise ValueError("federations sharing a runtime must have the same config (clients, rounds, ...)")
+    _, config = federations[0].build()
     image_tower()  # pre-train (or load) the frozen tower here, once, not in every actor
     flwr_home, ray_tmp = _runtime_dirs()
     env = {
@@ -431,7 +463,7 @@ def simulate(
         "TOKENIZERS_PARALLELISM": "false",
         "OMP_NUM_THREADS": "1",
     }
-    log = RunLog()
+    logs = [RunLog() for _ in federations]
     backend = {
         "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
         "init_args": {
@@ -451,19 +483,20 @@ def simulate(
         FLOWER_LOGGER.setLevel(logging.ERROR)
         try:
             run_simulation(
-                make_server_app(settings, log, progress),
+                make_server_app(list(federations), logs, progress),
                 client_app,
-                num_supernodes=config.clients,
+                num_supernodes=config.clients * len(federations),
                 backend_config=backend,
             )
         finally:
             FLOWER_LOGGER.setLevel(level)
             _shutdown_ray()
-    if log.error is not None:
-        raise RuntimeError(f"the federated run failed: {log.error}") from log.error
-    if len(log.accuracy) != config.clients:
-        raise RuntimeError(f"{len(log.accuracy)} of {config.clients} clients were evaluated")
-    return log
+    if logs[0].error is not None:
+        raise RuntimeError(f"the federated run failed: {logs[0].error}") from logs[0].error
+    for log in logs:
+        if len(log.accuracy) != config.clients:
+            raise RuntimeError(f"{len(log.accuracy)} of {config.clients} clients were evaluated")
+    return logs
 
 
 def _shutdown_ray() -> None:
