@@ -101,6 +101,8 @@ def test_pfedmoap_sends_the_nearest_other_prompts() -> None:
     assert experts.shape == (2, 2, 2) and np.allclose(sorted(experts[:, 0, 0]), [0.1, 0.3])
     far = method.downlink(state, 2, 2)["experts"]
     assert 5.0 not in far[:, 0, 0].tolist()  # never its own prompt
+    # a client sampled for the first time trains its prompt alone (the reference's first selection)
+    assert set(method.downlink(state, 7, 3)) == {"ctx"}
 
 
 def test_pfedmoap_gate_shapes_and_lambda() -> None:
@@ -131,7 +133,12 @@ def test_pfedmoap_round_trip_keeps_the_gate_local() -> None:
     assert set(upload) == {"ctx"}  # only the prompt goes up
     assert any(k.startswith("gate.") for k in local) and local["experts"].shape == (2, config.n_ctx, 384)
     acc = method.local_evaluate(data, {"ctx": down["ctx"]}, local, seed=0)
-    assert 0.0 <= acc <= 1.0
+    with torch.no_grad():  # evaluation is Eq. 5 with the client's own prompt, experts and gate
+        gate = method._gate(data, local)
+        local_text = data.encoder.encode(torch.from_numpy(local["ctx"]))
+        expert_text = data.encoder.encode(torch.from_numpy(down["experts"]))
+        logits = method._moe_logits(data, gate, data.test_x, local_text, expert_text)
+    assert acc == float((logits.argmax(-1) == data.test_y).float().mean())
     again, _ = method.local_train(data, down, {}, seed=0)
     assert np.array_equal(again["ctx"], upload["ctx"])
 
@@ -144,7 +151,12 @@ def test_fedper_uploads_only_the_shared_half() -> None:
     upload, local = method.local_train(_data(), down, {}, seed=0)
     assert upload["shared"].shape == (4, 384) and local["personal"].shape == (config.n_ctx - 4, 384)
     method.aggregate(state, {0: (upload, 10)}, 1)
+    state.sizes[0] = 10  # the strategy records who trained
     assert np.allclose(state.global_ctx[:4], upload["shared"])
+    assert set(method.downlink(state, 0, 2)) == {"shared"}  # the personal half is never sent again
+    assert set(method.downlink(state, 1, 2)) == {"shared", "init"}
+    _, local2 = method.local_train(_data(), method.downlink(state, 0, 2), local, seed=1)
+    assert not np.array_equal(local2["personal"], local["personal"])  # it kept training its own half
 
 
 def test_fedprox_with_a_huge_mu_stays_at_the_anchor() -> None:
@@ -159,5 +171,11 @@ def test_fedprox_with_a_huge_mu_stays_at_the_anchor() -> None:
 
 def test_local_coop_sends_nothing_up_and_keeps_its_prompt() -> None:
     method = _method(LocalCoOp)
-    upload, local = method.local_train(_data(), {"ctx": initial_context(_config(), 0)}, {}, 0)
+    state = method.init_server(_config(), 0)
+    first = method.downlink(state, 0, 1)
+    upload, local = method.local_train(_data(), first, {}, 0)
     assert upload == {} and local["ctx"].shape == (_config().n_ctx, 384)
+    state.sizes[0] = 12
+    assert method.downlink(state, 0, 2) == {}  # the prompt is the client's own from then on
+    assert method.local_evaluate(_data(), {}, local, 0) == prompt_accuracy(_data(), local["ctx"])
+    assert LocalCoOp.trains_every_client and not PFedMoAP.trains_every_client

@@ -59,6 +59,7 @@ class LocalData:
     encoder: Any  # PromptedTextEncoder
     logit_scale: float
     zero_shot: torch.Tensor  # (C, 384) text features of the hand-written prompt
+    run_seed: int = 0
 
 
 @dataclasses.dataclass
@@ -104,26 +105,29 @@ def train_prompt(
     epochs: int | None = None,
     anchor: np.ndarray | None = None,
     mu: float = 0.0,
-    frozen_mask: np.ndarray | None = None,
     logits_fn: Any = None,
     extra_params: tuple[Any, ...] = (),
     extra_lr: float = 0.01,
 ) -> np.ndarray:
     """CoOp on the client's training set: SGD(lr, momentum, cosine over the epochs, batches of
     ``batch_size`` shuffled by ``seed``) on cross entropy of ``logits_fn(x, text_features)`` (default: the
-    scaled cosine similarities); ``mu / 2 ||ctx - anchor||^2`` added for FedProx; rows of
-    ``frozen_mask`` are held fixed. ``extra_params`` (a gate) train beside it with SGD(extra_lr)."""
+    scaled cosine similarities); ``mu / 2 ||ctx - anchor||^2`` added for FedProx. ``extra_params`` (a
+    gate) train beside it with SGD(extra_lr). Both optimisers carry Dassl's default weight decay
+    (``config.weight_decay``). Not reproduced from Dassl: the first epoch's constant warm-up lr of 1e-5
+    (with 5 local epochs a round it would idle a fifth of every round) and ``drop_last`` batches."""
     import torch
 
     epochs = config.local_epochs if epochs is None else epochs
     generator = torch.Generator().manual_seed(seed_for(seed, "batches") % 2**63)
     prompt = torch.nn.Parameter(torch.from_numpy(np.array(ctx, dtype=np.float32)))
-    optim = torch.optim.SGD([prompt], lr=config.lr, momentum=config.momentum)
+    decay = config.weight_decay
+    optim = torch.optim.SGD([prompt], lr=config.lr, momentum=config.momentum, weight_decay=decay)
     extra = (
-        torch.optim.SGD(list(extra_params), lr=extra_lr, momentum=config.momentum) if extra_params else None
+        torch.optim.SGD(list(extra_params), lr=extra_lr, momentum=config.momentum, weight_decay=decay)
+        if extra_params
+        else None
     )
     anchor_t = torch.from_numpy(np.asarray(anchor, dtype=np.float32)) if anchor is not None else None
-    keep = torch.from_numpy(np.asarray(frozen_mask, dtype=bool)) if frozen_mask is not None else None
     logits_fn = logits_fn or (lambda x, text: class_logits(data, x, text))
     n = len(data.train_y)
     for epoch in range(epochs):
@@ -142,14 +146,9 @@ def train_prompt(
             if extra is not None:
                 extra.zero_grad()
             loss.backward()
-            if keep is not None:
-                prompt.grad[keep] = 0.0
             optim.step()
             if extra is not None:
                 extra.step()
-            if keep is not None:  # momentum must not move frozen rows either
-                with torch.no_grad():
-                    prompt[keep] = torch.from_numpy(np.asarray(ctx, dtype=np.float32))[keep]
     return prompt.detach().numpy().copy()
 
 
@@ -171,8 +170,9 @@ class PromptMethod(Algorithm):
     """Protocol of federated-prompt-mixture; the default is PromptFL (FedAvg of prompts, Guo et al.,
     "PromptFL: let federated participants cooperatively learn prompts instead of models", 2023)."""
 
-    #: False for methods that send nothing but their configuration (zero-shot, local CoOp)
-    communicates: bool = True
+    #: True for methods without a server (local CoOp): every client trains every round, whatever the
+    #: participation, as the reference code's "local" mode
+    trains_every_client: bool = False
 
     # ---- server half
     def init_server(self, config: FederatedPromptConfig, seed: int) -> ServerState:
@@ -239,8 +239,9 @@ def make_gate(params: PFedMoAPParams, seed: int) -> torch.nn.Module:
             weights = torch.softmax(q @ k.transpose(-2, -1) * params.scaling, dim=-1)
             return self.o((weights @ v).transpose(1, 2).reshape(c, b, d))
 
-    torch.manual_seed(seed_for(seed, "gate") % 2**63)
-    return AttentionGate()
+    with torch.random.fork_rng():  # the global torch stream is left as it was
+        torch.manual_seed(seed_for(seed, "gate") % 2**63)
+        return AttentionGate()
 
 
 @register_algorithm(task=TASK_ID, name="pfedmoap", role="reference")
@@ -258,15 +259,17 @@ class PFedMoAP(PromptMethod):
         return None
 
     def downlink(self, state: ServerState, client: int, round_: int) -> Arrays:
+        """The aggregate, and K experts -- except the first time a client is sampled, when it trains only
+        its prompt, as the reference code does ("training only the local prompts the first time each
+        client is selected"): no experts, no gate yet."""
+        own = state.client_ctx.get(client)
         others = [c for c in sorted(state.client_ctx) if c != client]
-        if not others:
+        if own is None or not others:
             return {"ctx": state.global_ctx}
         k = min(self.experts, len(others))
-        own = state.client_ctx.get(client)
-        if own is None or self.params.selection == "random":
-            rng = np.random.default_rng(
-                seed_for(int(state.extra.get("seed", 0)), "experts", str(client), str(round_))
-            )
+        if self.params.selection == "random":
+            scope = (str(client), str(round_))
+            rng = np.random.default_rng(seed_for(int(state.extra.get("seed", 0)), "experts", *scope))
             chosen = sorted(rng.choice(others, size=k, replace=False).tolist())
         else:  # nearest by the L2 distance between prompts; ties to the lower id
             dist = [float(np.linalg.norm(state.client_ctx[c] - own)) for c in others]
@@ -308,10 +311,12 @@ class PFedMoAP(PromptMethod):
         moe = data.logit_scale * torch.bmm(self._features(x).unsqueeze(1), mixed).squeeze(1)
         return moe + self.params.lmbda * class_logits(data, x, local_text)
 
-    def _gate(self, local: Arrays, seed: int) -> torch.nn.Module:
+    def _gate(self, data: LocalData, local: Arrays) -> torch.nn.Module:
+        """The client's own gate, else the run's common initial gate (the same for every client, as the
+        reference's one ``global_weights``)."""
         import torch
 
-        gate = make_gate(self.params, seed)
+        gate = make_gate(self.params, data.run_seed)
         if any(key.startswith("gate.") for key in local):
             gate.load_state_dict(
                 {k[5:]: torch.from_numpy(v) for k, v in local.items() if k.startswith("gate.")}
@@ -324,7 +329,7 @@ class PFedMoAP(PromptMethod):
         if "experts" not in down:  # first round: no other client has a prompt yet; CoOp from the aggregate
             ctx = train_prompt(data, down["ctx"], self.config, seed)
             return {"ctx": ctx}, {**local, "ctx": ctx}
-        gate = self._gate(local, seed)
+        gate = self._gate(data, local)
         with torch.no_grad():
             expert_text = data.encoder.encode(torch.from_numpy(down["experts"]))  # (K, C, 384), frozen
         ctx = train_prompt(
@@ -346,7 +351,7 @@ class PFedMoAP(PromptMethod):
             return prompt_accuracy(data, down["ctx"])
         if "experts" not in local:
             return prompt_accuracy(data, local["ctx"])
-        gate = self._gate(local, seed)
+        gate = self._gate(data, local)
         with torch.no_grad():
             local_text = data.encoder.encode(torch.from_numpy(local["ctx"]))
             expert_text = data.encoder.encode(torch.from_numpy(local["experts"]))

@@ -27,7 +27,6 @@ from iclrbench.algorithms.federated_prompts import (
     ServerState,
     accuracy,
     class_logits,
-    initial_context,
     prompt_accuracy,
     train_prompt,
     weighted_mean,
@@ -40,8 +39,6 @@ from iclrbench.envs.federated_prompts import TASK_ID, FederatedPromptConfig
 @register_algorithm(task=TASK_ID, name="zero-shot", role="baseline")
 class ZeroShot(PromptMethod):
     """Zero-shot: the frozen pair with the hand-written prompt 'a photo of a {class}.'."""
-
-    communicates = False
 
     def downlink(self, state: ServerState, client: int, round_: int) -> Arrays:
         return {}
@@ -66,26 +63,24 @@ class ZeroShot(PromptMethod):
 class LocalCoOp(PromptMethod):
     """Local CoOp: each client learns its own prompt on its own data; no communication."""
 
-    communicates = False
+    trains_every_client = True
 
     def downlink(self, state: ServerState, client: int, round_: int) -> Arrays:
-        return {"ctx": state.global_ctx} if round_ == 1 else {}  # the common random initial context
+        # the run's random initial context, once: the prompt is the client's own from then on
+        return {} if client in state.sizes else {"ctx": state.global_ctx}
 
     def aggregate(self, state: ServerState, uploads: Mapping[int, tuple[Arrays, int]], round_: int) -> None:
         return None
 
     def eval_downlink(self, state: ServerState, client: int) -> Arrays:
-        return {}
+        return self.downlink(state, client, 0)  # a client that never trained tests the initial context
 
     def local_train(self, data: LocalData, down: Arrays, local: Arrays, seed: int) -> tuple[Arrays, Arrays]:
-        start = local.get("ctx", down.get("ctx"))
-        if start is None:
-            start = initial_context(self.config, 0)
-        ctx = train_prompt(data, start, self.config, seed)
+        ctx = train_prompt(data, local.get("ctx", down.get("ctx")), self.config, seed)
         return {}, {**local, "ctx": ctx}
 
     def local_evaluate(self, data: LocalData, down: Arrays, local: Arrays, seed: int) -> float:
-        return prompt_accuracy(data, local.get("ctx", initial_context(self.config, 0)))
+        return prompt_accuracy(data, local.get("ctx", down.get("ctx")))
 
 
 @register_algorithm(task=TASK_ID, name="promptfl", role="baseline")
@@ -148,7 +143,10 @@ class FedPer(PromptMethod):
         return self.params.shared_ctx
 
     def downlink(self, state: ServerState, client: int, round_: int) -> Arrays:
-        return {"shared": state.global_ctx[: self._shared()], "init": state.global_ctx[self._shared() :]}
+        shared = {"shared": state.global_ctx[: self._shared()]}
+        if client in state.sizes:  # the personal part is the client's own after its first round
+            return shared
+        return {**shared, "init": state.global_ctx[self._shared() :]}
 
     def aggregate(self, state: ServerState, uploads: Mapping[int, tuple[Arrays, int]], round_: int) -> None:
         shared = weighted_mean({c: (a["shared"], n) for c, (a, n) in uploads.items()})
@@ -158,7 +156,7 @@ class FedPer(PromptMethod):
         return self.downlink(state, client, 0)
 
     def _prompt(self, down: Arrays, local: Arrays) -> np.ndarray:
-        personal = local.get("personal", down["init"])
+        personal = local["personal"] if "personal" in local else down["init"]
         return np.concatenate([down["shared"], personal]).astype(np.float32)
 
     def local_train(self, data: LocalData, down: Arrays, local: Arrays, seed: int) -> tuple[Arrays, Arrays]:
@@ -170,4 +168,4 @@ class FedPer(PromptMethod):
         return prompt_accuracy(data, self._prompt(down, local))
 
 
-__all__ = ["FedPer", "FedProx", "LocalCoOp", "PromptFL", "PromptFLFineTune", "ZeroShot", "initial_context"]
+__all__ = ["FedPer", "FedProx", "LocalCoOp", "PromptFL", "PromptFLFineTune", "ZeroShot"]

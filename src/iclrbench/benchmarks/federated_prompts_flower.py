@@ -118,6 +118,7 @@ def local_data(settings_json: str, partition: int) -> LocalData:
         encoder=_encoder(config.n_ctx),
         logit_scale=vl.logit_scale(),
         zero_shot=torch.from_numpy(vl.zero_shot_features(CLASS_NAMES)),
+        run_seed=settings.seed,
     )
 
 
@@ -168,6 +169,8 @@ def _client_handlers() -> Any:
 
     @app.query()
     def query(msg: Message, context: Context) -> Message:
+        if "partition-id" not in context.node_config:
+            raise KeyError("this SuperNode has no partition-id: start it with --node-config 'partition-id=K'")
         partition = int(context.node_config["partition-id"])
         return Message(RecordDict({"metrics": MetricRecord({"partition-id": partition})}), reply_to=msg)
 
@@ -268,7 +271,11 @@ class PromptStrategy(_strategy_base()):  # type: ignore[misc]
 
     def configure_train(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
         rng = np.random.default_rng(seed_for(self.settings.seed, TASK_ID, "sample", str(server_round)))
-        self.sampled = sorted(rng.choice(self.config.clients, self.config.per_round, replace=False).tolist())
+        if self.method.trains_every_client:
+            self.sampled = list(range(self.config.clients))
+        else:
+            chosen = rng.choice(self.config.clients, self.config.per_round, replace=False)
+            self.sampled = sorted(chosen.tolist())
         return [
             self._message(c, self.method.downlink(self.state, c, server_round), "train", server_round)
             for c in self.sampled
@@ -287,6 +294,8 @@ class PromptStrategy(_strategy_base()):  # type: ignore[misc]
         }
         seconds = sum(float(r.content["metrics"]["seconds"]) for r in replies)
         self.method.aggregate(self.state, uploads, server_round)
+        # who has trained, with how many examples: methods read it to send first-contact arrays once
+        self.state.sizes.update({client: size for client, (_, size) in uploads.items()})
         return to_record({"ctx": self.state.global_ctx}), MetricRecord({"client-seconds": seconds})
 
     def configure_evaluate(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Iterable[Any]:
@@ -334,7 +343,15 @@ def run_rounds(
     hello = [[Message(RecordDict(), dst_node_id=n, message_type="query", group_id="0") for n in nodes]]
     for reply in exchange(grid, hello, [RunLog()])[0]:  # set-up, not any one federation's traffic
         partition = int(reply.content["metrics"]["partition-id"])
+        if not 0 <= partition < clients * len(federations):
+            raise RuntimeError(
+                f"a SuperNode holds partition-id {partition}, outside 0..{clients * len(federations) - 1}: "
+                f"start N = {clients} SuperNodes with --node-config 'partition-id=<0..N-1>'"
+            )
         strategies[partition // clients].nodes[partition % clients] = reply.metadata.src_node_id
+    missing = [(g, c) for g, st in enumerate(strategies) for c in range(clients) if c not in st.nodes]
+    if missing:
+        raise RuntimeError(f"no SuperNode holds partition(s) {missing[:5]} (two nodes share a partition-id?)")
     for round_ in range(1, rounds + 1):
         started = time.perf_counter()
         sent = [strategy.configure_train(round_, None, None, grid) for strategy in strategies]
@@ -368,17 +385,16 @@ def make_server_app(
     @app.main()
     def main(grid: Grid, context: Context) -> None:
         runs = federations or [RunSettings.from_run_config(context.run_config)]
-        if not logs:
-            logs.extend(RunLog() for _ in runs)
+        run_logs = logs if federations is not None else [RunLog()]  # flwr run: a fresh log per run
         try:
-            run_rounds(grid, runs, logs, progress)
+            run_rounds(grid, runs, run_logs, progress)
         except BaseException as exc:  # reported by simulate(); Flower would only log it
-            logs[0].error = exc
+            run_logs[0].error = exc
             raise
         if federations is None:  # under `flwr run` the log is the report
             from flwr.common.logger import FLOWER_LOGGER
 
-            log = logs[0]
+            log = run_logs[0]
             accs = [log.accuracy[c] for c in sorted(log.accuracy)]
             FLOWER_LOGGER.info(
                 "accuracy %.4f (worst %.4f) over %d clients; bytes up %d, down %d",

@@ -68,6 +68,9 @@ class FederatedPromptConfig:
     momentum: float = param(
         0.9, "SGD momentum of the prompt and the gate (Dassl's default)", low=0.0, high=0.999
     )
+    weight_decay: float = param(
+        5e-4, "SGD weight decay of prompt and gate (Dassl's default)", low=0.0, high=1.0
+    )
     batch_size: int = param(16, "training batch size (paper: 16, the number of shots)", low=1, high=4096)
     n_ctx: int = param(16, "learned context vectors of the prompt (paper: 16)", low=1, high=64)
     shots: int = param(16, "training images per class a client holds (paper: 16-shot)", low=1, high=1000)
@@ -268,6 +271,9 @@ def client_split(config: FederatedPromptConfig, seed: int) -> list[ClientData]:
             take = min(config.shots, max(len(chunk) - 1, 1) if len(chunk) > 1 else len(chunk))
             train.append(chunk[:take])
             test.append(chunk[take:])
+        if not any(len(t) for t in test):  # every class a single image: the largest class gives one up
+            largest = max(range(len(train)), key=lambda k: len(train[k]))
+            train[largest], test[largest] = train[largest][:-1], train[largest][-1:]
         test_idx = np.concatenate(test) if test else np.zeros(0, dtype=np.int64)
         if len(test_idx) > config.test_per_client:
             test_idx = np.sort(rng.choice(test_idx, config.test_per_client, replace=False))

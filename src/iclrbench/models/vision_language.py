@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     import torch
 
 #: bump when the image tower, its data or its training change: the cached weights are keyed on it
-PRETRAIN_VERSION = 1
+PRETRAIN_VERSION = 2
 #: pre-training of the image tower (fixed: one frozen model for every run)
 PRETRAIN = {"images_per_class": 300, "epochs": 10, "batch_size": 128, "lr": 2e-3, "seed": 2025}
 ZERO_SHOT_TEMPLATE = "a photo of a {}."
@@ -159,7 +159,12 @@ def _image_tower() -> torch.nn.Module:
     import torch
     from torch import nn
 
-    torch.manual_seed(0)
+    with torch.random.fork_rng():  # a fixed start; the caller's torch stream is left as it was
+        torch.manual_seed(PRETRAIN["seed"])
+        return _tower_layers(nn)
+
+
+def _tower_layers(nn: Any) -> Any:
     return nn.Sequential(
         nn.Conv2d(3, 32, 3, padding=1),
         nn.BatchNorm2d(32),
@@ -214,7 +219,16 @@ def pretrain_image_tower(progress: bool = False) -> dict[str, Any]:
     index = {text: i for i, text in enumerate(captions)}
     targets = torch.tensor([index[caption(int(lab), int(s))] for lab, s in zip(labels, seeds, strict=True)])
     bank = torch.from_numpy(embed_texts_uncached(captions))
-    torch.manual_seed(PRETRAIN["seed"])
+    with torch.random.fork_rng():  # seeded, and the caller's torch stream is left as it was
+        torch.manual_seed(PRETRAIN["seed"])
+        return _pretrain(images, targets, bank, n, progress)
+
+
+def _pretrain(
+    images: torch.Tensor, targets: torch.Tensor, bank: torch.Tensor, n: int, progress: bool
+) -> dict[str, Any]:
+    import torch
+
     tower = _image_tower()
     log_scale = torch.nn.Parameter(torch.tensor(float(np.log(1 / 0.07))))
     optim = torch.optim.Adam([*tower.parameters(), log_scale], lr=PRETRAIN["lr"])
