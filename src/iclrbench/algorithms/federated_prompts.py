@@ -271,7 +271,9 @@ class PFedMoAP(PromptMethod):
             scope = (str(client), str(round_))
             rng = np.random.default_rng(seed_for(int(state.extra.get("seed", 0)), "experts", *scope))
             chosen = sorted(rng.choice(others, size=k, replace=False).tolist())
-        else:  # nearest by the L2 distance between prompts; ties to the lower id
+        else:  # nearest by the L2 distance between prompts; ties to the lower id. (The reference code's
+            # torch.topk over its list of distances returns list positions, not client ids; this is the
+            # selection the paper describes. At N = 10, K = 9 every other client is an expert anyway.)
             dist = [float(np.linalg.norm(state.client_ctx[c] - own)) for c in others]
             chosen = [others[i] for i in np.argsort(dist, kind="stable")[:k]]
         return {"ctx": state.global_ctx, "experts": np.stack([state.client_ctx[c] for c in chosen])}

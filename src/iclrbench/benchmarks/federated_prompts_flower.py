@@ -144,8 +144,12 @@ def content_bytes(message: Any) -> int:
     """Bytes of a message's content as Flower serialises it: the sum over the content's object tree
     (records, arrays, array chunks) of each object's deflated size. Message headers (ids, timestamps,
     ~100 bytes) are left out so that the count is the same on every run."""
-    from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+    try:  # Flower >= 1.20 ships messages as trees of inflatable objects (identical objects sent once)
+        from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
+    except ImportError:  # older layouts: the content's protobuf encoding
+        from flwr.common.serde import recorddict_to_proto
 
+        return len(recorddict_to_proto(message.content).SerializeToString())
     return sum(len(obj.deflate()) for obj in get_all_nested_objects(message.content).values())
 
 
@@ -253,8 +257,10 @@ def _strategy_base() -> type:
 
 class PromptStrategy(_strategy_base()):  # type: ignore[misc]
     """A Flower Strategy driven by a :class:`PromptMethod`: seeded client sampling, the method's per-client
-    downlink (pFedMoAP: each client its own experts), the method's aggregation; the global ArrayRecord
-    Flower threads through rounds is the aggregate prompt."""
+    downlink (pFedMoAP: each client its own experts), the method's aggregation; the ArrayRecord it returns
+    from ``aggregate_train`` is the aggregate prompt. Our ServerApp calls its ``configure_*`` /
+    ``aggregate_*`` itself rather than ``Strategy.start``: federations of several seeds share one runtime
+    and their rounds go out together, and a query round first maps nodes to partitions."""
 
     def __init__(self, method: PromptMethod, config: FederatedPromptConfig, settings: RunSettings) -> None:
         self.method, self.config, self.settings = method, config, settings
