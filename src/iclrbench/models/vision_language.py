@@ -62,6 +62,7 @@ def _minilm() -> tuple[Any, Any]:
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()  # a bar per load would litter every run's output
     path = minilm_dir()
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = BertModel.from_pretrained(path, local_files_only=True, add_pooling_layer=False).eval()
