@@ -4,6 +4,7 @@ is one line; the claim judges say yes, no and don't know on fake runs."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from iclrbench.testing import fake_runs
 from tests.conftest import BenchRunner
 
 TASK = "federated-prompt-mixture"
+STARTED = 0.0  # when the module's federations started
 DECLARED = {m.name for m in FederatedPromptTask.metrics}
 pytest.importorskip("flwr")
 
@@ -35,6 +37,8 @@ def _ray_children() -> list[str]:
 def federations() -> dict[str, Outcome]:
     """Three methods at smoke, seed 0, as three federations side by side in one Flower runtime (the
     task's batched path; the contract checker holds it equal to one run at a time)."""
+    global STARTED
+    STARTED = time.time()
     task = FederatedPromptTask()
     config = task.make_config("smoke")
     names = ("promptfl", "local-coop", "zero-shot")
@@ -76,9 +80,13 @@ def test_zero_shot_through_flower_is_the_frozen_pair_alone(federations: dict[str
 
 
 def test_no_ray_outlives_a_run(federations: dict[str, Outcome]) -> None:
+    from iclrbench.benchmarks.federated_prompts_flower import _runtime_dirs
+
     ray = pytest.importorskip("ray")
     assert federations and not ray.is_initialized()
     assert _ray_children() == []
+    left = [p for p in _runtime_dirs()[1].iterdir() if p.stat().st_mtime >= STARTED - 1]
+    assert left == []  # the run's Ray temp folder (session logs, sockets) went with it
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import json
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -420,14 +421,14 @@ server_app = make_server_app(None, [])
 
 # ---------------------------------------------------------------------------------------------- running
 def _runtime_dirs() -> tuple[Path, Path]:
-    """(FLWR_HOME, RAY_TMPDIR) under the task cache. Ray's socket paths must stay under 107 bytes, so a
-    cache deeper than ~50 characters gets a private folder under the system temp instead."""
+    """(FLWR_HOME, the folder of Ray's per-run temp folders) under the task cache. Ray's socket paths must
+    stay under 107 bytes, so a cache deeper than ~40 characters gets a folder under the system temp."""
     from iclrbench.models.vision_language import cache_root
 
     root = cache_root().resolve() / TASK_ID
     flwr_home = root / "flwr-home"
     ray_tmp = root / "ray"
-    if len(str(ray_tmp)) > 50:
+    if len(str(ray_tmp)) > 40:
         ray_tmp = Path(tempfile.gettempdir()) / f"iclrbench-ray-{os.getuid()}"
     flwr_home.mkdir(parents=True, exist_ok=True)
     ray_tmp.mkdir(parents=True, exist_ok=True)
@@ -473,7 +474,8 @@ def simulate_many(
         raise ValueError("federations sharing a runtime must have the same config (clients, rounds, ...)")
     _, config = federations[0].build()
     image_tower()  # pre-train (or load) the frozen tower here, once, not in every actor
-    flwr_home, ray_tmp = _runtime_dirs()
+    flwr_home, ray_root = _runtime_dirs()
+    ray_tmp = Path(tempfile.mkdtemp(prefix="r", dir=ray_root))  # this run's; removed when it ends
     env = {
         "FLWR_HOME": str(flwr_home),
         "RAY_TMPDIR": str(ray_tmp),
@@ -513,6 +515,7 @@ def simulate_many(
         finally:
             FLOWER_LOGGER.setLevel(level)
             _shutdown_ray()
+            shutil.rmtree(ray_tmp, ignore_errors=True)  # the session's logs and sockets
     if logs[0].error is not None:
         raise RuntimeError(f"the federated run failed: {logs[0].error}") from logs[0].error
     for log in logs:
