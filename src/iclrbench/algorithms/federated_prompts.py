@@ -205,11 +205,11 @@ class PFedMoAPParams:
     lmbda: float = param(
         0.5, "weight of the local prompt's logits (Eq. 5; paper: 0.5; 0 = ablation)", low=0.0
     )
-    experts: int | None = param(
-        None,
-        "K non-local experts downloaded; none: min(9, N - 1), as the code's min(num_experts=10, num_users) "
+    experts: int = param(
+        0,
+        "K non-local experts downloaded; 0: min(9, N - 1), as the code's min(num_experts=10, num_users) "
         "less the local one",
-        low=1,
+        low=0,
     )
     heads: int = param(8, "heads of the attention gate (paper: 8)", low=1, high=64)
     gate_dim: int = param(128, "gate width: features pooled from 384 by stride 384 / d (paper: 128)", low=8)
@@ -252,7 +252,7 @@ class PFedMoAP(PromptMethod):
 
     @classmethod
     def incompatible(cls, params: PFedMoAPParams, config: FederatedPromptConfig) -> str | None:
-        if params.experts is not None and params.experts >= config.clients:
+        if params.experts >= config.clients:
             return f"experts={params.experts}: K must be below the {config.clients} clients (K other clients)"
         if 384 % params.gate_dim or params.gate_dim % params.heads:
             return f"gate_dim={params.gate_dim} must divide 384 and be a multiple of heads={params.heads}"
@@ -281,7 +281,7 @@ class PFedMoAP(PromptMethod):
     @property
     def experts(self) -> int:
         """K: the parameter, else min(9, N - 1)."""
-        return self.params.experts if self.params.experts is not None else min(9, self.config.clients - 1)
+        return self.params.experts or min(9, self.config.clients - 1)
 
     def init_server(self, config: FederatedPromptConfig, seed: int) -> ServerState:
         state = super().init_server(config, seed)

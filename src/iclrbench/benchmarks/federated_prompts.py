@@ -142,7 +142,8 @@ class FederatedPromptTask(Task):
         "small": Budget(
             "small",
             {"rounds": 5, "test_per_client": 48, "examples_per_class": 80},
-            "10 clients, 5 rounds of 5 local epochs, 16 shots: 30 s (pathological) to 90 s (shift) per run",
+            "10 clients, 5 rounds of 5 local epochs, 16 shots: 3 seeds side by side in 1.5-2 min "
+            "(pathological) or 3-3.5 min (shift) on 2 cores",
         ),
         "paper": Budget(
             "paper",
