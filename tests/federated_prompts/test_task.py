@@ -89,6 +89,49 @@ def test_no_ray_outlives_a_run(federations: dict[str, Outcome]) -> None:
     assert left == []  # the run's Ray temp folder (session logs, sockets) went with it
 
 
+@pytest.mark.slow
+def test_flwr_run_deploys_the_same_apps(federations: dict[str, Outcome], tmp_path: Path) -> None:
+    """The README's deploy path, `make flower-run`: `flwr run` of flower_app/ on the local SuperLink reports
+    the accuracy and bytes of the same federation run through `bench`, and leaves no SuperLink running,
+    and no Ray session folder in the system temp."""
+    import json
+    import os
+    import re
+    import shutil
+    import subprocess
+    import tempfile
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    psutil = pytest.importorskip("psutil")
+    # only the budget's overrides, as a user writes them: the server spells out the rest before sending
+    config = dict(FederatedPromptTask.budgets["smoke"].overrides)
+    run_config = tmp_path / "run.toml"
+    run_config.write_text(f"algorithm = 'promptfl'\nseed = 0\nconfig = '{json.dumps(config)}'\n")
+    home = tmp_path / "flwr-home"
+    temp = Path(tempfile.mkdtemp(prefix="fr", dir="/tmp"))  # short: Ray's socket paths are < 108 bytes
+    done = subprocess.run(
+        ["make", "--no-print-directory", "flower-run", f"FLOWER_HOME={home}",
+         f"FLOWER_RUN_CONFIG={run_config}", f"FLOWER_NODES={config['clients']}"],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600,
+        env={**os.environ, "TMPDIR": str(temp)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    found = re.search(
+        r"accuracy ([0-9.]+) \(worst [0-9.]+\) over (\d+) clients; bytes up (\d+), down (\d+)", done.stdout
+    )
+    assert found, done.stdout[-3000:]
+    bench = federations["promptfl"].metrics
+    assert float(found[1]) == pytest.approx(bench["accuracy"], abs=5e-5)
+    assert int(found[2]) == config["clients"]
+    assert (int(found[3]), int(found[4])) == (bench["bytes_up"], bench["bytes_down"])
+    time.sleep(1)
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if str(home) in " ".join(p.info["cmdline"] or [])]
+    assert left == []
+    assert list(temp.glob("iclrbench-ray*")) == []  # Ray's session folder went with the run
+    shutil.rmtree(temp)
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

@@ -80,7 +80,8 @@ class RunSettings:
             int(run_config.get("seed", 0)),
         )
 
-    def build(self) -> tuple[PromptMethod, FederatedPromptConfig]:
+    def _typed(self) -> tuple[type, Any, FederatedPromptConfig]:
+        """(algorithm class, typed params, typed config); bad names or values raise UserError."""
         from iclrbench.core import catalog
         from iclrbench.core import config as cfg
 
@@ -88,6 +89,19 @@ class RunSettings:
         config = cfg.build(FederatedPromptConfig, dict(self.config), what=f"{TASK_ID} config")
         algo_cls = catalog.get_algorithm(TASK_ID, self.algorithm)
         params = cfg.build(algo_cls.Params, dict(self.params), what=f"{self.algorithm} parameter")
+        return algo_cls, params, config
+
+    def canonical(self) -> RunSettings:
+        """The same settings with every parameter and config field spelled out, as `bench` sends them: the
+        settings travel in every message, so a partial run config (flwr run) would otherwise count fewer
+        bytes than the same federation run through `bench`."""
+        from iclrbench.core.config import as_dict
+
+        _, params, config = self._typed()
+        return RunSettings(self.algorithm, as_dict(params), as_dict(config), self.seed)
+
+    def build(self) -> tuple[PromptMethod, FederatedPromptConfig]:
+        algo_cls, params, config = self._typed()
         rng = np.random.default_rng(seed_for(self.seed, TASK_ID, self.algorithm))
         method = algo_cls(params, config, rng)
         if not isinstance(method, PromptMethod):
@@ -391,7 +405,7 @@ def make_server_app(
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        runs = federations or [RunSettings.from_run_config(context.run_config)]
+        runs = federations or [RunSettings.from_run_config(context.run_config).canonical()]
         run_logs = logs if federations is not None else [RunLog()]  # flwr run: a fresh log per run
         try:
             run_rounds(grid, runs, run_logs, progress)
