@@ -24,6 +24,7 @@ from iclrbench.algorithms.crystals import CrystalGenerator
 from iclrbench.benchmarks import crystal_metrics
 from iclrbench.core import decision
 from iclrbench.core.algorithm import Algorithm
+from iclrbench.core.cache import cache_root
 from iclrbench.core.config import as_dict, stable_hash
 from iclrbench.core.result import RunResult
 from iclrbench.core.seeding import rng_for
@@ -48,7 +49,7 @@ CLAIM_SEEDS = {"smoke": (0,), "small": (0, 1, 2), "paper": tuple(range(5))}
 
 
 def _cache_dir() -> Path:
-    return Path(os.environ.get("ICLRBENCH_CACHE") or Path(".iclrbench") / "cache")
+    return cache_root()
 
 
 def _data_key(config: CrystalConfig) -> str:

@@ -437,7 +437,7 @@ server_app = make_server_app(None, [])
 def _runtime_dirs() -> tuple[Path, Path]:
     """(FLWR_HOME, the folder of Ray's per-run temp folders) under the task cache. Ray's socket paths must
     stay under 107 bytes, so a cache deeper than ~40 characters gets a folder under the system temp."""
-    from iclrbench.models.vision_language import cache_root
+    from iclrbench.core.cache import cache_root
 
     root = cache_root().resolve() / TASK_ID
     flwr_home = root / "flwr-home"
@@ -482,7 +482,8 @@ def simulate_many(
     its own: the results equal those of one federation at a time. The Ray session is gone on return."""
     import logging
 
-    from iclrbench.models.vision_language import cache_root, image_tower
+    from iclrbench.core.cache import cache_root
+    from iclrbench.models.vision_language import image_tower
 
     if len({json.dumps(dict(f.config), sort_keys=True) for f in federations}) != 1:
         raise ValueError("federations sharing a runtime must have the same config (clients, rounds, ...)")

@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from iclrbench.core.cache import cache_root
 from iclrbench.core.config import param, stable_hash
 from iclrbench.core.seeding import rng_for
 
@@ -338,8 +338,8 @@ def sbm_graph(
 
 
 def cache_dir() -> Path:
-    """The task cache: ``$ICLRBENCH_CACHE``, else ``.iclrbench/cache``."""
-    return Path(os.environ.get("ICLRBENCH_CACHE") or Path(".iclrbench") / "cache")
+    """The task cache (:func:`iclrbench.core.cache.cache_root`)."""
+    return cache_root()
 
 
 def dataset_key(config: GraphPoolingConfig) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from iclrbench.core.cache import cache_root
 from iclrbench.core.seeding import seed_for
 
 if TYPE_CHECKING:
@@ -185,11 +186,6 @@ def _tower_layers(nn: Any) -> Any:
         nn.ReLU(),
         nn.Linear(256, EMBED_DIM),
     )
-
-
-def cache_root() -> Path:
-    """The task cache: ``$ICLRBENCH_CACHE``, else ``.iclrbench/cache``."""
-    return Path(os.environ.get("ICLRBENCH_CACHE") or Path(".iclrbench") / "cache")
 
 
 def image_tower_path() -> Path:
