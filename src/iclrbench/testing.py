@@ -147,8 +147,8 @@ class _Skip(Exception):
 
 
 def _timing_metrics(task: Task) -> set[str]:
-    """Metrics that measure wall time: they differ between two runs of the same seed by nature."""
-    return {m.name for m in task.metrics if m.unit == "s" or m.name == "seconds"}
+    """Metrics that measure wall time or the machine: they differ between two runs of the same seed."""
+    return {m.name for m in task.metrics if m.unit == "s" or m.name == "seconds" or m.measured}
 
 
 #: relative tolerance of "the same metrics": a seeding bug changes a metric in its leading digits, while

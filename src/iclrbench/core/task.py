@@ -34,12 +34,15 @@ class Paper:
 
 @dataclasses.dataclass(frozen=True)
 class Metric:
-    """A reported number. ``higher_is_better`` orients ranks; the task's first metric is primary."""
+    """A reported number. ``higher_is_better`` orients ranks; the task's first metric is primary.
+    ``measured`` marks a measurement of the machine (latency, throughput, resident memory, energy) that
+    differs between two runs of the same seed by nature; wall-time metrics (unit ``s``) are so too."""
 
     name: str
     higher_is_better: bool
     unit: str = ""
     description: str = ""
+    measured: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -258,7 +258,10 @@ class TorchLM:
     def from_gguf(cls, path: str | os.PathLike[str], n_ctx: int = 512, dtype: str = "float32") -> TorchLM:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
         folder = dequantised_copy(path)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype))
         tokenizer = AutoTokenizer.from_pretrained(folder)

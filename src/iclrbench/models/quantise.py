@@ -10,8 +10,11 @@ section 3: the quantisation schemes phones run).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +58,33 @@ def quantise_gguf(source: str | os.PathLike[str], qtype: str, threads: int = 1) 
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, constant)
     params.nthread = threads
+    params.allow_requantize = True  # SmolLM2's highest precision is already Q4_1: quantise from that
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    rc = llama_cpp.llama_model_quantize(str(source).encode(), str(tmp).encode(), params)
+    with native_output_silenced():  # llama.cpp prints a line per tensor on the process's stdout
+        rc = llama_cpp.llama_model_quantize(str(source).encode(), str(tmp).encode(), params)
     if rc != 0:
         tmp.unlink(missing_ok=True)
         raise RuntimeError(f"llama_model_quantize({source.name} -> {qtype}) returned {rc}")
     os.replace(tmp, target)
     return target
+
+
+@contextlib.contextmanager
+def native_output_silenced() -> Iterator[None]:
+    """Point file descriptors 1 and 2 at /dev/null for the block (native code writes there directly)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)
 
 
 def rtn_quantise(weight: Any, bits: int, group: int) -> Any:

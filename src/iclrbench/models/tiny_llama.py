@@ -5,8 +5,8 @@ true full-precision reference for mobile-llm-profiling (SmolLM2's own weights ar
 Its width is a multiple of 256 so that every llama.cpp K-quant applies to every matrix (SmolLM2's 576 is
 not, and most of its tensors fall back to simpler types). The tokenizer is a byte-level BPE of 512 tokens
 trained on the corpus (HF ``tokenizers``), stored in the GGUF as a ``gpt2`` tokenizer that llama.cpp and
-transformers both read. Training is seeded and cached by its spec: the first call trains (a minute or
-two at the default spec on 2 cores), later calls load the file.
+transformers both read. Training is seeded and cached by its spec: the first call trains (about 2 minutes
+on 2 cores at the default spec, after which it answers all 96 of its questions), later calls load the file.
 """
 
 from __future__ import annotations
@@ -32,17 +32,17 @@ BOS, EOS = "<|bos|>", "<|endoftext|>"
 class TinySpec:
     """Architecture and training of the tiny model; the cache key."""
 
-    entities: int = 48
+    entities: int = 32
     vocab: int = 512
     hidden: int = 256
     layers: int = 4
     heads: int = 4
     kv_heads: int = 2
     ffn: int = 768
-    context: int = 128
-    steps: int = 800
+    context: int = 256
+    steps: int = 1500
     batch: int = 32
-    lr: float = 3e-3
+    lr: float = 2e-3
     seed: int = 0
 
     def key(self) -> str:
