@@ -13,6 +13,7 @@ from iclrbench.benchmarks.mobile_llm import (
     LLAMA_NAMES,
     judge_agreement,
     judge_memory,
+    judge_roofline,
     judge_trends,
     r_squared,
     spearman,
@@ -156,3 +157,19 @@ def test_trend_judge_on_a_memory_bound_family() -> None:
         for name, m in per_seed.items()
     ]
     assert judge_trends(reversed_speed)[0] == "not_reproduced"
+
+
+def test_roofline_judge() -> None:
+    def groups(ratio: float) -> list:
+        return [
+            fake_runs(
+                "mobile-llm-profiling",
+                name,
+                (0, 1, 2),
+                metrics={"bits_per_weight": b, "decode_tps": ratio * 100 / b, "roofline_decode_tps": 100 / b},
+            )
+            for name, (_, b) in zip(LLAMA_NAMES, LLAMA_TYPES.values(), strict=True)
+        ]
+
+    assert judge_roofline(groups(0.9))[0] == "reproduced"
+    assert judge_roofline(groups(0.4))[0] == "not_reproduced"
