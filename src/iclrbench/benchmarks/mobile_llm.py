@@ -349,7 +349,13 @@ class MobileLLMTask(Task):
         Metric("seconds", False, "s", "wall-clock seconds of the run"),
     )
     protocol = "ModelConfiguration: engine, variant, bits_per_weight(), model_file(), open(), profile_spec()"
-    requires = Requirement("llm", ("torch", "transformers", "gguf", "accelerate", "llama_cpp"))
+    requires = Requirement(
+        "llm",  # llama-cpp-python is its own extra, built with flags (hint), not yet in `all`
+        ("torch", "transformers", "gguf", "accelerate", "llama_cpp"),
+        hint="CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF "
+        "-DGGML_AMX_INT8=OFF' pip install --no-cache-dir 'iclrbench[llm,llamacpp]' (a portable build: the "
+        "native one crashes in quantised kernels on AVX-512/AMX Xeons; README)",
+    )
     algorithm_modules = ("iclrbench.algorithms.mobile_llm",)
     claims = (
         Claim(

@@ -63,6 +63,8 @@ class Requirement:
 
     extra: str = ""
     modules: tuple[str, ...] = ()
+    #: the install line when a plain ``pip install 'iclrbench[extra]'`` is not it (a build flag)
+    hint: str = ""
 
     def missing(self) -> list[str]:
         """The required top-level modules that cannot be found in this environment."""
@@ -79,6 +81,8 @@ class Requirement:
     @property
     def install_hint(self) -> str:
         """The one line that installs what is missing."""
+        if self.hint:
+            return self.hint
         return f"pip install 'iclrbench[{self.extra}]'" if self.extra else "pip install iclrbench"
 
 

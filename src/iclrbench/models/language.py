@@ -82,13 +82,20 @@ def file_digest(path: Path) -> str:
 def chat_prompt(path: str | os.PathLike[str], messages: Sequence[Mapping[str, str]]) -> str:
     """The prompt string for ``messages`` under the model file's own chat template (jinja, sandboxed),
     ending where the assistant's answer starts; both engines tokenise this same string."""
+    return _chat_template(str(Path(path).resolve())).render(
+        messages=list(messages), add_generation_prompt=True
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _chat_template(path: str) -> Any:
+    """The compiled template of a file (reading a GGUF's metadata takes seconds: its whole vocabulary)."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     template = gguf_metadata(path, ["tokenizer.chat_template"]).get("tokenizer.chat_template")
     if not template:
         raise UserError(f"{path} has no chat template")
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(template).render(messages=list(messages), add_generation_prompt=True)
+    return ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(template)
 
 
 class LanguageModel(Protocol):
