@@ -96,6 +96,8 @@ def test_every_task_config_and_algorithm_params_build_from_their_budgets_and_rou
             config = task.make_config(budget)
             stored = json.loads(json.dumps(cfg.as_dict(config)))  # as the store and the workers see it
             assert cfg.build(task.Config, stored) == config, (task_id, budget)
+        if task_id not in catalog.available_task_ids():
+            continue  # its algorithms' modules import what is not installed
         for name, algo in catalog.algorithms(task_id).items():
             params = cfg.build(algo.Params, {})
             assert cfg.build(algo.Params, cfg.as_dict(params)) == params, (task_id, name)

@@ -35,7 +35,9 @@ class ModelConfiguration(Algorithm):
 
     def bits_per_weight(self) -> float:
         """Nominal storage bits per weight of the transformation (the type's, not the file's mix)."""
-        raise NotImplementedError
+        if self.engine == "llama.cpp":
+            return LLAMA_TYPES[self.variant][1]
+        return {"fp32": 32.0, "bf16": 16.0, "int8-dynamic": 8.0}[self.variant]
 
     def model_file(self, source: Path) -> Path:
         """The file this configuration runs (made from ``source`` if needed)."""
@@ -71,9 +73,6 @@ class ModelConfiguration(Algorithm):
 class LlamaCppQuant(ModelConfiguration):
     engine = "llama.cpp"
 
-    def bits_per_weight(self) -> float:
-        return LLAMA_TYPES[self.variant][1]
-
     def model_file(self, source: Path) -> Path:
         return quantise_gguf(source, self.variant)
 
@@ -96,9 +95,6 @@ for _qtype, (_, _bits) in LLAMA_TYPES.items():
 
 class TorchVariant(ModelConfiguration):
     engine = "torch"
-
-    def bits_per_weight(self) -> float:
-        return {"fp32": 32.0, "bf16": 16.0, "int8-dynamic": 8.0}[self.variant]
 
 
 _declare(

@@ -100,6 +100,11 @@ def task_ids() -> list[str]:
     return _tasks.names()
 
 
+def available_task_ids() -> list[str]:
+    """Ids of the tasks whose packages are installed here (the others are listed with their pip line)."""
+    return [cls.id for cls in task_classes() if cls.unavailable() is None]
+
+
 def get_task(task_id: str) -> Task:
     _ensure_tasks()
     return _tasks.get(task_id)()
