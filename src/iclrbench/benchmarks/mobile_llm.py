@@ -10,8 +10,10 @@ de-quantised (``--set model=smollm2``): "the full model" means that.
 
 Metrics per run: ``agreement_em`` (primary), ``agreement_f1``, ``perplexity``, ``hallucination_rate``,
 ``toxicity_rate``, ``decode_tps``, ``prefill_tps``, ``ttft_ms``, ``weight_memory_mb``, ``peak_rss_mb``,
-``model_mb``, ``bits_per_weight``, ``energy_mj_per_token`` (modelled where RAPL is absent),
-``roofline_decode_tps`` (the roofline's prediction from this machine's bandwidth), ``seconds``.
+``model_mb``, ``bits_per_weight``, ``parameters``, ``energy_mj_per_token`` (modelled where RAPL is absent),
+``roofline_decode_tps`` (the roofline's prediction from this machine's bandwidth), ``seconds``. Each run's
+notes, and the roofline claim's evidence, carry the roofline's projection onto the phones and boards of
+``models/devices.toml`` (:mod:`iclrbench.models.devices`).
 """
 
 from __future__ import annotations
@@ -118,6 +120,14 @@ def model_bytes(model: Any) -> int:
             if hasattr(tensor, "element_size"):
                 total += tensor.numel() * tensor.element_size()
     return total
+
+
+@functools.cache
+def parameter_count(source: Path) -> int:
+    """Weights in a GGUF file: the sum of its tensors' element counts."""
+    import gguf
+
+    return int(sum(int(t.n_elements) for t in gguf.GGUFReader(source).tensors))
 
 
 # ---------------------------------------------------------------------------------------------- claims
@@ -262,13 +272,33 @@ def judge_roofline(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, An
         {"median |measured / roofline - 1| <= 0.3": threshold(list(errors.values()), "<=", 0.3)},
         decode_tps=_means(groups, "decode_tps"),
         roofline_decode_tps=_means(groups, "roofline_decode_tps"),
+        projected_on_devices=device_projections(groups),
     )
+
+
+def device_projections(groups: list[list[RunResult]]) -> dict[str, dict[str, Any]]:
+    """Configuration -> device -> the roofline's decode tok/s and energy per token (mJ) on that device
+    (:mod:`iclrbench.models.devices`), from the configuration's mean weight bytes and parameter count."""
+    from iclrbench.models.devices import project_all
+
+    size, parameters = _means(groups, "model_mb"), _means(groups, "parameters")
+    out: dict[str, dict[str, Any]] = {}
+    for name, mb in size.items():
+        if not math.isfinite(parameters.get(name, math.nan)):
+            continue  # runs stored before the parameter count was a metric
+        out[name] = {}
+        for device, p in project_all(mb * 2**20, parameters[name]).items():
+            energy = None if p.energy_mj_per_token is None else round(p.energy_mj_per_token, 2)
+            out[name][device] = {"decode_tps": round(p.decode_tps, 1), "energy_mj_per_token": energy}
+            if p.sustained_decode_tps is not None:
+                out[name][device]["sustained_decode_tps"] = round(p.sustained_decode_tps, 1)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ task
 class MobileLLMTask(Task):
     id = TASK_ID
-    version = 1
+    version = 2  # 2: the parameter count is a metric (device projections need it)
     paper = Paper(
         title="PalmBench: a comprehensive benchmark of compressed large language models on mobile platforms",
         authors="Yilong Li, Jingyu Liu, Hao Zhang, M Badri Narayanan, Utkarsh Sharma, Shuai Zhang, "
@@ -332,6 +362,7 @@ class MobileLLMTask(Task):
         Metric("peak_rss_mb", False, "MiB", "the profiling process's peak resident memory", measured=True),
         Metric("model_mb", False, "MiB", "bytes of the weights as the engine holds them"),
         Metric("bits_per_weight", False, "bit", "nominal storage bits per weight of the configuration"),
+        Metric("parameters", False, "", "weights in the model (every configuration of one model shares it)"),
         Metric(
             "energy_mj_per_token",
             False,
@@ -399,6 +430,7 @@ class MobileLLMTask(Task):
     def evaluate(self, algorithm: Algorithm, config: MobileLLMConfig, seed: int) -> Outcome:
         from iclrbench.algorithms.mobile_llm import ModelConfiguration
         from iclrbench.benchmarks import mobile_llm_quality as quality
+        from iclrbench.models.devices import project_all
         from iclrbench.models.profiler import profile
         from iclrbench.models.roofline import measured_bandwidth, predicted_decode_tps
 
@@ -420,6 +452,7 @@ class MobileLLMTask(Task):
             weight_bytes = model_bytes(model)
         finally:
             model.close()
+        projected = project_all(weight_bytes, parameter_count(source))
         measured = profile(algorithm.profile_spec(source, config), prompt_ids(source, config, asked))
         metrics = {
             "agreement_em": em,
@@ -434,6 +467,7 @@ class MobileLLMTask(Task):
             "peak_rss_mb": measured.peak_rss_mb,
             "model_mb": weight_bytes / 2**20,
             "bits_per_weight": algorithm.bits_per_weight(),
+            "parameters": float(parameter_count(source)),
             "energy_mj_per_token": measured.energy_mj_per_token,
             "roofline_decode_tps": predicted_decode_tps(weight_bytes, measured_bandwidth()),
             "seconds": time.perf_counter() - started,
@@ -444,6 +478,7 @@ class MobileLLMTask(Task):
                 f"{config.model} on {algorithm.engine}; full model knows {known}/{len(asked.questions)} "
                 f"facts; energy {measured.energy_source}; load average {measured.loadavg_before:.2f} before "
                 f"profiling; decode max {measured.decode_tps_max:.1f} tok/s, TTFT min "
-                f"{measured.ttft_ms_min:.1f} ms; {measured.build}"
+                f"{measured.ttft_ms_min:.1f} ms; {measured.build}; roofline projection (decode tok/s): "
+                + ", ".join(f"{d} {p.decode_tps:.0f}" for d, p in projected.items())
             ),
         )
