@@ -27,6 +27,7 @@ import abc
 import ctypes
 import dataclasses
 import logging
+import multiprocessing
 import os
 import signal
 import sys
@@ -130,6 +131,17 @@ class SerialExecutor(Executor):
             yield chunk, fn(chunk)
 
 
+def child_context() -> Any:
+    """A start method safe for threaded and accelerator code: ``forkserver`` (children fork from a
+    clean single-threaded server that has iclrbench's core imported), ``spawn`` where it is missing.
+    A bare ``fork`` of a process running threads (BLAS, torch, CUDA, dask) can deadlock the child."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["iclrbench.runner"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
 class ProcessExecutor(Executor):
     """A local process pool with ``jobs`` slots; one pool serves every wave of a sweep (retries too).
 
@@ -176,7 +188,15 @@ class ProcessExecutor(Executor):
 
     def _live_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.jobs, initializer=die_with_parent)
+            # never a bare fork: a driver that has run OpenMP code (a task's prepare() fitting
+            # scikit-learn's gradient boosting) leaves forked workers deadlocked in their first OpenMP loop
+            # a worker's parent is then the forkserver: it watches this driver instead (kill -9 of it)
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.jobs,
+                initializer=die_with_parent,
+                initargs=(os.getpid(),),
+                mp_context=child_context(),
+            )
         return self._pool
 
     def _discard_pool(self) -> None:

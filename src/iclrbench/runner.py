@@ -15,7 +15,6 @@ import datetime as dt
 import functools
 import importlib
 import math
-import multiprocessing
 import os
 import re
 import resource
@@ -33,7 +32,7 @@ from iclrbench.core.result import RunResult, provenance, run_provenance
 from iclrbench.core.seeding import rng_for
 from iclrbench.core.store import ResultStore
 from iclrbench.core.task import Task
-from iclrbench.executors import ChunkFailure, Executor, make_executor
+from iclrbench.executors import ChunkFailure, Executor, child_context, make_executor
 
 MAX_SEEDS = 10_000
 
@@ -330,17 +329,6 @@ def execute_chunk(specs: Sequence[RunSpec], timeout: float | None = None) -> lis
 IMPORT_LIMIT_S = 600.0
 
 
-def _child_context() -> Any:
-    """A start method safe for threaded and accelerator code: ``forkserver`` (children fork from a
-    clean single-threaded server that has iclrbench's core imported), ``spawn`` where it is missing.
-    A bare ``fork`` of a process running threads (BLAS, torch, CUDA, dask) can deadlock the child."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["iclrbench.runner"])
-        return ctx
-    return multiprocessing.get_context("spawn")
-
-
 def _child(conn: Any, specs: Sequence[RunSpec], path: list[str], requester: int) -> None:
     from iclrbench.executors import die_with_parent
 
@@ -360,7 +348,7 @@ def _in_child(specs: Sequence[RunSpec], limit: float) -> list[RunResult] | None:
     """Results of a child process, None if it ran past ``limit`` seconds (then it is killed). The limit
     counts from the moment the child has imported what the run needs. Our own child's results come
     back through a pipe (pickle between our processes, never from a file)."""
-    ctx = _child_context()
+    ctx = child_context()
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child, args=(send, specs, list(sys.path), os.getpid()), daemon=False)
     child.start()

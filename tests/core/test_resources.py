@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from iclrbench import runner
+from iclrbench import executors, runner
 from iclrbench.core import catalog
 from iclrbench.core.errors import UserError
 from iclrbench.core.result import accelerator, run_provenance
@@ -101,7 +101,7 @@ def test_setting_a_parameter_of_an_algorithm_not_in_the_run_is_refused() -> None
 
 
 def test_timeout_children_do_not_start_with_a_bare_fork() -> None:
-    assert runner._child_context().get_start_method() in {"forkserver", "spawn"}
+    assert executors.child_context().get_start_method() in {"forkserver", "spawn"}
 
 
 def test_a_missing_requirement_makes_the_task_unavailable_with_its_pip_line(

@@ -1,0 +1,364 @@
+"""Split conformal prediction and Conformal Fairness (Vadlamani et al., "A generic framework for conformal
+fairness", ICLR 2025), in numpy over whole calibration sets.
+
+Conventions (section 3 of the paper): a score ``S[i, y]`` is large when label ``y`` conforms badly to
+point ``i``; the prediction set at thresholds ``lam`` (one per label) is ``C(x) = {y : S[x, y] <= lam[y]}``.
+
+Conformal Fairness (section 4, Algorithm 1): for each positive label ``y`` and each group ``g`` the fairness
+filter selects calibration points (:data:`FILTERS`); the share of them whose set contains ``y`` at a
+candidate ``lam`` is bracketed by the finite-sample interval ``[k/(n+1), (k+1)/(n+1)]`` (``k`` of the ``n``
+selected scores at or below ``lam``, the exchangeability bound of Lemma 4.1); a ``lam`` is fair for ``y``
+when the widest gap between groups, ``max_g upper - min_g lower``, is at most ``c`` (for disparate impact:
+``min_g lower / max_g upper >= c``). The class-wise ``lam_hat[y]`` is the smallest fair candidate at or
+above the split-CP quantile ``q_hat``, so marginal coverage is never given up (Theorem 4.2).
+
+:func:`fair_thresholds` evaluates every candidate at once: each (group, label) selection is sorted once and
+every candidate is located by ``searchsorted``. :func:`fair_thresholds_loop` is the paper code's loop
+(one pass over groups and labels per candidate, re-selecting and re-sorting each time), kept to check and to
+time the vectorised one against.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+Array = np.ndarray
+
+#: The fairness notions of the paper's Table 1, by the calibration points each one's coverage is taken over
+#: for label ``y`` in group ``g`` (``Y`` the true label):
+#: demographic parity and disparate impact: every point of ``g`` (P[y in C | G=g]);
+#: equal opportunity: ``Y = y`` (true-positive rate); predictive equality: ``Y != y`` (false-positive
+#: rate); equalized odds: both of those; overall accuracy equality: every point of ``g``, at its true label
+#: (group coverage, one threshold for all labels); predictive parity: the points whose set contains ``y``,
+#: the share with ``Y = y`` (positive predictive value).
+FILTERS = (
+    "demographic_parity",
+    "equal_opportunity",
+    "predictive_equality",
+    "equalized_odds",
+    "overall_accuracy_equality",
+    "predictive_parity",
+    "disparate_impact",
+)
+
+
+# ---------------------------------------------------------------------------------------------- scores
+def tps_scores(probs: Array) -> Array:
+    """Threshold score (Sadinle et al. 2019): ``1 - p_y(x)``."""
+    return 1.0 - np.asarray(probs, dtype=np.float64)
+
+
+def aps_scores(probs: Array, u: Array | None = None) -> Array:
+    """Adaptive prediction sets score (Romano et al. 2020): the probability of the labels ranked above
+    ``y`` plus ``u * p_y`` (``u`` uniform per point: randomised APS; ``u = 1``: deterministic)."""
+    p = np.asarray(probs, dtype=np.float64)
+    order = np.argsort(-p, axis=1, kind="stable")
+    sorted_p = np.take_along_axis(p, order, axis=1)
+    above = np.cumsum(sorted_p, axis=1) - sorted_p
+    u = np.ones(len(p)) if u is None else np.asarray(u, dtype=np.float64)
+    out = np.empty_like(p)
+    np.put_along_axis(out, order, above + u[:, None] * sorted_p, axis=1)
+    return np.minimum(out, 1.0)
+
+
+SCORES: dict[str, Callable[..., Array]] = {"tps": tps_scores, "aps": aps_scores}
+
+
+def scores(name: str, probs: Array, rng: np.random.Generator) -> Array:
+    """The named score of ``probs``; APS draws its per-point ``u`` from ``rng``."""
+    if name == "aps":
+        return aps_scores(probs, rng.uniform(size=len(probs)))
+    if name == "tps":
+        return tps_scores(probs)
+    raise ValueError(f"unknown score {name!r}; choose one of {', '.join(SCORES)}")
+
+
+# --------------------------------------------------------------------------------------------- split CP
+def conformal_quantile(true_scores: Array, alpha: float) -> float:
+    """``q_hat``: the ``ceil((n + 1)(1 - alpha))``-th smallest calibration score (Vovk et al. 2005; the
+    exact order statistic, one below the paper code's ``torch.quantile(..., "higher")``), or ``inf``
+    when that rank exceeds ``n`` (every set is then every label)."""
+    s = np.sort(np.asarray(true_scores, dtype=np.float64))
+    k = math.ceil((len(s) + 1) * (1 - alpha))
+    return float("inf") if k > len(s) or len(s) == 0 else float(s[k - 1])
+
+
+def true_label_scores(score: Array, labels: Array) -> Array:
+    return np.take_along_axis(score, np.asarray(labels)[:, None], axis=1)[:, 0]
+
+
+def prediction_sets(score: Array, thresholds: Array | float) -> Array:
+    """Boolean (n, K): label ``y`` is in point ``i``'s set when ``score[i, y] <= thresholds[y]``."""
+    return score <= np.broadcast_to(np.asarray(thresholds, dtype=np.float64), score.shape[1:])
+
+
+# ------------------------------------------------------------------------------------ fairness measures
+def _selection(metric: str, labels: Array, y: int) -> Array | None:
+    """Which points a gap metric's coverage for label ``y`` is taken over (None: all of the group)."""
+    if metric == "equal_opportunity":
+        return labels == y
+    if metric == "predictive_equality":
+        return labels != y
+    return None
+
+
+def group_coverages(
+    metric: str, sets: Array, labels: Array, groups: Array, y: int, n_groups: int
+) -> tuple[Array, Array]:
+    """Per group, the empirical rate the metric equalises for label ``y`` on (test) points, and how many
+    points it was taken over (0 where the group selected none: the rate is then NaN)."""
+    if metric == "overall_accuracy_equality":
+        hit = true_label_scores(sets.astype(np.int8), labels).astype(bool)
+        chosen = np.ones(len(labels), bool)
+    elif metric == "predictive_parity":
+        hit, chosen = labels == y, sets[:, y]
+    else:
+        hit = sets[:, y]
+        chosen = np.ones(len(labels), bool) if (sel := _selection(metric, labels, y)) is None else sel
+    n = np.bincount(groups[chosen], minlength=n_groups)
+    k = np.bincount(groups[chosen & hit], minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return k / n, n
+
+
+def positive_labels(metric: str, n_classes: int) -> list[int]:
+    """Labels a metric is enforced on: every label but 0 (for binary data, the favourable outcome 1);
+    overall accuracy equality is label-free (one pass, label 0 standing for all)."""
+    return [0] if metric == "overall_accuracy_equality" else list(range(1, n_classes))
+
+
+def fairness_violation(
+    metric: str, sets: Array, labels: Array, groups: Array, n_classes: int, n_groups: int
+) -> float:
+    """The test-time violation (lower is better): the largest over positive labels of the max-min gap
+    between groups' rates (equalized odds: the larger of its two gaps); for disparate impact
+    ``1 - min_g / max_g`` of P[y in C | g]. Groups with no selected test point are left out."""
+    worst = 0.0
+    parts = ("equal_opportunity", "predictive_equality") if metric == "equalized_odds" else (metric,)
+    for y in positive_labels(metric, n_classes):
+        for part in parts:
+            base = "demographic_parity" if part == "disparate_impact" else part
+            rate, _ = group_coverages(base, sets, labels, groups, y, n_groups)
+            rate = rate[np.isfinite(rate)]
+            if len(rate) < 2:
+                continue
+            if part == "disparate_impact":
+                gap = 1.0 - (rate.min() / rate.max() if rate.max() > 0 else 1.0)
+            else:
+                gap = float(rate.max() - rate.min())
+            worst = max(worst, gap)
+    return float(worst)
+
+
+def satisfied(metric: str, violation: float, c: float) -> bool:
+    """Whether a violation meets the target: ``<= c`` for gaps, ``<= 1 - c`` for disparate impact."""
+    return violation <= (1 - c if metric == "disparate_impact" else c) + 1e-12
+
+
+# ---------------------------------------------------------------------------------- lambda search
+def candidate_thresholds(cal_score: Array, q_hat: float, max_candidates: int | None = None) -> Array:
+    """Candidate ``lam``: ``q_hat`` and every distinct calibration score above it (thinned to about
+    ``max_candidates`` evenly spaced ones when given, as the paper's code keeps ~500-1000), ending at
+    the largest score (where every set holds every label)."""
+    values = np.unique(cal_score[np.isfinite(cal_score)])
+    if not math.isfinite(q_hat):
+        return np.array([values[-1]])
+    values = values[values > q_hat]
+    if max_candidates is not None and len(values) > max_candidates:
+        step = len(values) // max_candidates
+        values = np.append(values[::step], values[-1])
+    return np.concatenate([[q_hat], values])
+
+
+def _rate_bounds(sorted_scores: Array, lams: Array) -> tuple[Array, Array]:
+    """For every candidate, the interval ``[k/(n+1), (k+1)/(n+1)]`` (capped at 1) on the share of a
+    selection whose scores are ``<= lam`` (``n = 0``: the vacuous [0, 1])."""
+    n = len(sorted_scores)
+    k = np.searchsorted(sorted_scores, lams, side="right")
+    return k / (n + 1), np.minimum((k + 1) / (n + 1), 1.0)
+
+
+def _fair_mask(lower: Array, upper: Array, metric: str, c: float) -> Array:
+    """(G, L) bounds -> (L,) whether each candidate meets the target."""
+    if metric == "disparate_impact":
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return lower.min(0) / upper.max(0) >= c
+    return upper.max(0) - lower.min(0) <= c + 1e-12
+
+
+def _pp_bounds(scores_y: Array, hit: Array, lams: Array) -> tuple[Array, Array]:
+    """Predictive parity in one group: among points whose score for ``y`` is ``<= lam`` (the set holds
+    ``y``), the share with ``Y = y``, bracketed ``[k/(m+1), (k+1)/(m+1)]`` with ``m`` selected."""
+    order = np.argsort(scores_y, kind="stable")
+    s, positives = scores_y[order], np.concatenate([[0], np.cumsum(hit[order])])
+    m = np.searchsorted(s, lams, side="right")
+    k = positives[m]
+    return k / (m + 1), np.minimum((k + 1) / (m + 1), 1.0)
+
+
+def _label_passes(
+    metric: str, cal_score: Array, labels: Array, groups: Array, y: int, n_groups: int, lams: Array, c: float
+) -> Array:
+    """(L,) for label ``y``: every candidate's verdict under ``metric``, vectorised over candidates."""
+    if metric == "equalized_odds":
+        return _label_passes("equal_opportunity", cal_score, labels, groups, y, n_groups, lams, c) & (
+            _label_passes("predictive_equality", cal_score, labels, groups, y, n_groups, lams, c)
+        )
+    lower, upper = np.empty((n_groups, len(lams))), np.empty((n_groups, len(lams)))
+    base = "demographic_parity" if metric == "disparate_impact" else metric
+    for g in range(n_groups):
+        in_g = groups == g
+        if base == "predictive_parity":
+            lower[g], upper[g] = _pp_bounds(cal_score[in_g, y], labels[in_g] == y, lams)
+            continue
+        if base == "overall_accuracy_equality":
+            chosen = true_label_scores(cal_score[in_g], labels[in_g])
+        else:
+            sel = _selection(base, labels, y)
+            chosen = cal_score[in_g if sel is None else in_g & sel, y]
+        lower[g], upper[g] = _rate_bounds(np.sort(chosen), lams)
+    return _fair_mask(lower, upper, metric, c)
+
+
+def fair_thresholds(
+    cal_score: Array,
+    labels: Array,
+    groups: Array,
+    *,
+    alpha: float,
+    c: float,
+    metric: str,
+    n_groups: int,
+    max_candidates: int | None = None,
+) -> tuple[Array, float, Array]:
+    """Conformal Fairness's class-wise thresholds (Algorithm 1).
+
+    Returns ``(lam_hat, q_hat, feasible)``: ``lam_hat[y]`` the smallest candidate ``>= q_hat`` that is fair
+    for ``y`` (label 0 and labels not enforced keep ``q_hat``; overall accuracy equality sets one ``lam``
+    for all labels); ``feasible[y]`` False where no candidate is fair, ``lam_hat[y]`` then being the largest
+    candidate (every set holds ``y``)."""
+    labels, groups = np.asarray(labels), np.asarray(groups)
+    n_classes = cal_score.shape[1]
+    q_hat = conformal_quantile(true_label_scores(cal_score, labels), alpha)
+    lams = candidate_thresholds(cal_score, q_hat, max_candidates)
+    lam_hat, feasible = np.full(n_classes, q_hat), np.ones(n_classes, bool)
+    for y in positive_labels(metric, n_classes):
+        ok = _label_passes(metric, cal_score, labels, groups, y, n_groups, lams, c)
+        first = int(np.argmax(ok)) if ok.any() else len(lams) - 1
+        feasible[y] = bool(ok.any())
+        if metric == "overall_accuracy_equality":
+            lam_hat[:], feasible[:] = lams[first], bool(ok.any())
+        else:
+            lam_hat[y] = lams[first]
+    return lam_hat, q_hat, feasible
+
+
+def fair_thresholds_loop(
+    cal_score: Array,
+    labels: Array,
+    groups: Array,
+    *,
+    alpha: float,
+    c: float,
+    metric: str,
+    n_groups: int,
+    max_candidates: int | None = None,
+) -> tuple[Array, float, Array]:
+    """:func:`fair_thresholds` as the paper's code computes it: for every candidate in turn, every label
+    and group re-selected, re-sorted and counted. Same result; kept as the reference it is checked and
+    timed against (tests/perf)."""
+    labels, groups = np.asarray(labels), np.asarray(groups)
+    n_classes = cal_score.shape[1]
+    q_hat = conformal_quantile(true_label_scores(cal_score, labels), alpha)
+    lams = candidate_thresholds(cal_score, q_hat, max_candidates)
+    enforced = positive_labels(metric, n_classes)
+    verdicts = np.zeros((len(lams), len(enforced)), bool)
+    for i, lam in enumerate(lams):
+        for j, y in enumerate(enforced):
+            verdicts[i, j] = _label_passes(
+                metric, cal_score, labels, groups, y, n_groups, np.array([lam]), c
+            )[0]
+    lam_hat, feasible = np.full(n_classes, q_hat), np.ones(n_classes, bool)
+    for j, y in enumerate(enforced):
+        ok = verdicts[:, j]
+        first = int(np.argmax(ok)) if ok.any() else len(lams) - 1
+        if metric == "overall_accuracy_equality":
+            lam_hat[:], feasible[:] = lams[first], bool(ok.any())
+        else:
+            lam_hat[y], feasible[y] = lams[first], bool(ok.any())
+    return lam_hat, q_hat, feasible
+
+
+# ------------------------------------------------------------------------------------------- baselines
+def mondrian_thresholds(cal_score: Array, labels: Array, groups: Array, alpha: float, n_groups: int) -> Array:
+    """Group-conditional (Mondrian) split CP (Vovk et al. 2003): one ``q_hat`` per group from its own
+    calibration points; (G,) thresholds, applied by each test point's group."""
+    true = true_label_scores(cal_score, labels)
+    return np.array([conformal_quantile(true[groups == g], alpha) for g in range(n_groups)])
+
+
+def class_conditional_thresholds(cal_score: Array, labels: Array, alpha: float) -> Array:
+    """Class-conditional split CP (Vovk 2012; Sadinle et al. 2019): ``q_hat[y]`` from the calibration
+    points of true label ``y``; (K,) thresholds."""
+    true = true_label_scores(cal_score, labels)
+    return np.array([conformal_quantile(true[labels == y], alpha) for y in range(cal_score.shape[1])])
+
+
+def batch_gcp_thresholds(cal_score: Array, labels: Array, indicators: Array, alpha: float) -> Array:
+    """BatchGCP (Jung, Noarov, Ramalingam, Roth, "Batch multivalid conformal prediction", ICLR 2023): the
+    threshold ``f(x) = theta_0 + sum_g theta_g 1[x in g]`` minimising the pinball loss at ``1 - alpha`` of
+    the calibration true-label scores, over a collection of (possibly overlapping) groups given as the
+    (n, G) 0/1 ``indicators``. At the optimum every group's coverage is ``1 - alpha`` up to
+    ``O(G / n)``. Solved exactly as a linear program (HiGHS); returns ``theta`` of length ``G + 1``."""
+    from scipy.optimize import linprog
+    from scipy.sparse import eye, hstack
+
+    true = true_label_scores(cal_score, labels)
+    n = len(true)
+    design = np.hstack([np.ones((n, 1)), np.asarray(indicators, dtype=np.float64)])
+    p = design.shape[1]
+    tau = 1 - alpha
+    # variables: theta (free), over >= 0, under >= 0 with  true - design @ theta = over - under
+    cost = np.concatenate([np.zeros(p), np.full(n, tau), np.full(n, 1 - tau)])
+    equality = hstack([design, eye(n), -eye(n)], format="csr")
+    result = linprog(
+        cost,
+        A_eq=equality,
+        b_eq=true,
+        bounds=[(None, None)] * p + [(0, None)] * (2 * n),
+        method="highs-ipm",  # interior point with crossover: exact, ~10x the simplex's speed here
+    )
+    if not result.success:
+        raise RuntimeError(f"BatchGCP's linear program failed: {result.message}")
+    return result.x[:p]
+
+
+def coverage_and_size(sets: Array, labels: Array) -> tuple[float, float]:
+    """Marginal coverage (the share of sets holding the true label) and mean set size."""
+    covered = true_label_scores(sets.astype(np.int8), labels).astype(bool)
+    return float(covered.mean()), float(sets.sum(1).mean())
+
+
+def check_unit_interval(name: str, value: float) -> None:
+    """``value`` must lie strictly inside (0, 1)."""
+    if not 0 < value < 1:
+        raise ValueError(f"{name} must lie in (0, 1), got {value}")
+
+
+__all__: Sequence[str] = (
+    "FILTERS",
+    "aps_scores",
+    "batch_gcp_thresholds",
+    "class_conditional_thresholds",
+    "conformal_quantile",
+    "coverage_and_size",
+    "fair_thresholds",
+    "fair_thresholds_loop",
+    "fairness_violation",
+    "mondrian_thresholds",
+    "prediction_sets",
+    "tps_scores",
+)
