@@ -112,7 +112,17 @@ def test_an_unattainable_target_keeps_every_label() -> None:
         s, labels, groups, alpha=0.1, c=1e-4, metric="demographic_parity", n_groups=2
     )
     assert not feasible[1:].any()
-    assert np.all(lam[1:] == s.max())  # the largest candidate: every set holds every positive label
+    assert np.all(lam[1:] == np.inf)  # every set holds every positive label, whatever its score
+    assert cp.prediction_sets(s + 1.0, lam)[:, 1:].all()
+
+
+def test_an_infinite_q_hat_keeps_every_label() -> None:
+    """Too few calibration points for 1 - alpha (ceil((n+1)(1-alpha)) > n): q_hat and lam_hat are inf."""
+    s, labels, groups = _problem(2, n=50)
+    lam, q_hat, _ = cp.fair_thresholds(
+        s, labels, groups, alpha=0.01, c=0.1, metric="demographic_parity", n_groups=2
+    )
+    assert q_hat == np.inf and np.all(lam == np.inf)
 
 
 def test_batch_gcp_covers_each_group_at_1_minus_alpha() -> None:

@@ -96,6 +96,12 @@ def test_the_base_model_is_fitted_once_and_cached(tmp_path: Path, monkeypatch: p
         (["--set", "alpha=1"], "alpha: 1.0 is outside (0, 1)"),
         (["--set", "c=0"], "c: 0.0 is outside (0, 1)"),
         (["--set", "metric=fairness"], "metric"),
+        (["--set", "metric=disparate_impact"], "the four-fifths rule is --set c=0.8"),
+        (["--set", "resplits=5"], "resplits"),
+        (
+            ["--set", "dataset=german", "--set", "calibration_fraction=0.999"],
+            "would have no test point",
+        ),
         (["--set", "dataset=german", "--set", "sensitive=race"], "german has no attribute 'race'"),
         (
             ["--set", "dataset=german", "--set", "calibration_fraction=0.01"],
@@ -160,3 +166,21 @@ def test_claim_judges_can_say_yes_and_no() -> None:
     assert judge_lambda(bad)[0] == "not_reproduced"
     assert judge_size(bad)[0] == "not_reproduced"
     assert judge_control([[] for _ in good])[0] == "inconclusive"
+    # a scenario where split CP already meets c tests nothing: no verdict, whatever the others do
+    met = _scenario_runs(
+        {
+            "split-cp": {**base, "fairness_violation": 0.05},
+            "conformal-fairness": {**base, "fairness_violation": 0.3},
+            "mondrian-cp": {**base, "fairness_violation": 0.3, "set_size": 1.2},
+        }
+    )
+    assert judge_control(met)[0] == "inconclusive" and judge_size(met)[0] == "inconclusive"
+    # thresholds never below q_hat, but coverage under 1 - alpha: marginal coverage was given up
+    undercovered = _scenario_runs(
+        {
+            "split-cp": {**base, "fairness_violation": 0.28},
+            "conformal-fairness": {**base, "fairness_violation": 0.1, "coverage": 0.85},
+            "mondrian-cp": {**base, "fairness_violation": 0.3},
+        }
+    )
+    assert judge_lambda(undercovered)[0] == "not_reproduced"

@@ -160,17 +160,17 @@ def satisfied(metric: str, violation: float, c: float) -> bool:
 
 # ---------------------------------------------------------------------------------- lambda search
 def candidate_thresholds(cal_score: Array, q_hat: float, max_candidates: int | None = None) -> Array:
-    """Candidate ``lam``: ``q_hat`` and every distinct calibration score above it (thinned to about
-    ``max_candidates`` evenly spaced ones when given, as the paper's code keeps ~500-1000), ending at
-    the largest score (where every set holds every label)."""
-    values = np.unique(cal_score[np.isfinite(cal_score)])
+    """Candidate ``lam``: ``q_hat`` and every distinct calibration score above it (thinned to at most
+    about ``max_candidates`` evenly spaced ones when given, as the paper's code keeps ~500-1000), ending at
+    ``inf`` (every set holds every label: the fallback where no finite candidate is fair)."""
     if not math.isfinite(q_hat):
-        return np.array([values[-1]])
+        return np.array([math.inf])
+    values = np.unique(cal_score[np.isfinite(cal_score)])
     values = values[values > q_hat]
     if max_candidates is not None and len(values) > max_candidates:
-        step = len(values) // max_candidates
+        step = -(-len(values) // max_candidates)
         values = np.append(values[::step], values[-1])
-    return np.concatenate([[q_hat], values])
+    return np.concatenate([[q_hat], values, [math.inf]])
 
 
 def _rate_bounds(sorted_scores: Array, lams: Array) -> tuple[Array, Array]:
@@ -185,7 +185,7 @@ def _fair_mask(lower: Array, upper: Array, metric: str, c: float) -> Array:
     """(G, L) bounds -> (L,) whether each candidate meets the target."""
     if metric == "disparate_impact":
         with np.errstate(invalid="ignore", divide="ignore"):
-            return lower.min(0) / upper.max(0) >= c
+            return lower.min(0) / upper.max(0) >= c - 1e-12
     return upper.max(0) - lower.min(0) <= c + 1e-12
 
 
@@ -256,6 +256,44 @@ def fair_thresholds(
     return lam_hat, q_hat, feasible
 
 
+def _rates_by_counting(
+    metric: str, cal_score: Array, labels: Array, groups: Array, y: int, g: int, lam: float
+) -> tuple[float, float]:
+    """One group's bracket at one ``lam``, counted point by point as the paper's code does (the filter
+    rebuilt, the selection re-sliced and compared with ``lam``): written apart from the vectorised path
+    so that each checks the other."""
+    in_g = groups == g
+    if metric == "predictive_parity":
+        holds = in_g & (cal_score[:, y] <= lam)
+        m, k = int(holds.sum()), int((holds & (labels == y)).sum())
+        return k / (m + 1), min((k + 1) / (m + 1), 1.0)
+    if metric == "overall_accuracy_equality":
+        chosen = cal_score[in_g, labels[in_g]] if in_g.any() else np.empty(0)
+    elif metric == "equal_opportunity":
+        chosen = cal_score[in_g & (labels == y), y]
+    elif metric == "predictive_equality":
+        chosen = cal_score[in_g & (labels != y), y]
+    else:  # demographic parity, disparate impact
+        chosen = cal_score[in_g, y]
+    n, k = len(chosen), int((chosen <= lam).sum())
+    return k / (n + 1), min((k + 1) / (n + 1), 1.0)
+
+
+def _fair_by_counting(
+    metric: str, cal_score: Array, labels: Array, groups: Array, y: int, n_groups: int, lam: float, c: float
+) -> bool:
+    if metric == "equalized_odds":
+        return all(
+            _fair_by_counting(part, cal_score, labels, groups, y, n_groups, lam, c)
+            for part in ("equal_opportunity", "predictive_equality")
+        )
+    bounds = [_rates_by_counting(metric, cal_score, labels, groups, y, g, lam) for g in range(n_groups)]
+    lowest, highest = min(b[0] for b in bounds), max(b[1] for b in bounds)
+    if metric == "disparate_impact":
+        return highest > 0 and lowest / highest >= c - 1e-12
+    return highest - lowest <= c + 1e-12
+
+
 def fair_thresholds_loop(
     cal_score: Array,
     labels: Array,
@@ -267,28 +305,28 @@ def fair_thresholds_loop(
     n_groups: int,
     max_candidates: int | None = None,
 ) -> tuple[Array, float, Array]:
-    """:func:`fair_thresholds` as the paper's code computes it: for every candidate in turn, every label
-    and group re-selected, re-sorted and counted. Same result; kept as the reference it is checked and
-    timed against (tests/perf)."""
+    """:func:`fair_thresholds` as the paper's code computes it: candidate by candidate, every label and
+    group's points re-selected and counted. Same result; kept as the independent reference the
+    vectorised search is checked and timed against (tests/perf)."""
     labels, groups = np.asarray(labels), np.asarray(groups)
     n_classes = cal_score.shape[1]
     q_hat = conformal_quantile(true_label_scores(cal_score, labels), alpha)
     lams = candidate_thresholds(cal_score, q_hat, max_candidates)
-    enforced = positive_labels(metric, n_classes)
-    verdicts = np.zeros((len(lams), len(enforced)), bool)
-    for i, lam in enumerate(lams):
-        for j, y in enumerate(enforced):
-            verdicts[i, j] = _label_passes(
-                metric, cal_score, labels, groups, y, n_groups, np.array([lam]), c
-            )[0]
     lam_hat, feasible = np.full(n_classes, q_hat), np.ones(n_classes, bool)
-    for j, y in enumerate(enforced):
-        ok = verdicts[:, j]
-        first = int(np.argmax(ok)) if ok.any() else len(lams) - 1
+    for y in positive_labels(metric, n_classes):
+        first = next(
+            (
+                i
+                for i, lam in enumerate(lams)
+                if _fair_by_counting(metric, cal_score, labels, groups, y, n_groups, lam, c)
+            ),
+            None,
+        )
+        chosen = lams[-1] if first is None else lams[first]
         if metric == "overall_accuracy_equality":
-            lam_hat[:], feasible[:] = lams[first], bool(ok.any())
+            lam_hat[:], feasible[:] = chosen, first is not None
         else:
-            lam_hat[y], feasible[y] = lams[first], bool(ok.any())
+            lam_hat[y], feasible[y] = chosen, first is not None
     return lam_hat, q_hat, feasible
 
 

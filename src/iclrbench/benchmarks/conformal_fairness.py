@@ -10,7 +10,8 @@ on the test half, and the run reports means over resplits.
 Metrics: ``fairness_violation`` (primary; :func:`iclrbench.algorithms.conformal.fairness_violation`),
 ``satisfied_fraction`` (resplits whose violation meets the target c), ``coverage`` (marginal),
 ``worst_group_coverage``, ``set_size``, ``min_threshold_minus_qhat`` (the smallest threshold any test
-label was held to, minus split CP's ``q_hat`` on the same calibration half, over resplits),
+label was held to, minus split CP's ``q_hat`` on the same calibration half, over resplits; -1 where
+``q_hat`` is infinite and a threshold is not),
 ``infeasible_fraction`` (resplits where no candidate met the target), ``base_accuracy``, ``seconds``.
 """
 
@@ -101,7 +102,7 @@ def _by_scenario(
 
 
 def _mean(runs: list[RunResult], metric: str) -> float:
-    return round(float(np.mean([r.metrics[metric] for r in runs])), 4) if runs else float("nan")
+    return round(float(np.mean([r.metrics.get(metric, np.nan) for r in runs])), 4) if runs else float("nan")
 
 
 def judge_control(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
@@ -115,9 +116,15 @@ def judge_control(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any
             return empty(f"{label}: fewer than 2 seeds of split-cp or conformal-fairness")
         config = fair[0].config
         c, alpha = config["c"], config["alpha"]
-        parts[f"{label}: split-cp violation > c"] = threshold(
-            [r.metrics["fairness_violation"] for r in split], ">", c, quantity="violation"
+        precondition = threshold(
+            [r.metrics["fairness_violation"] for r in split], ">", c, quantity="split-cp violation"
         )
+        if precondition.verdict != "reproduced":  # not a scenario the claim speaks of: no verdict on it
+            return "inconclusive", {
+                "reason": f"{label}: split CP's violation is not above c, so the scenario tests nothing",
+                f"{label}: split-cp violation > c": precondition.as_dict(),
+            }
+        parts[f"{label}: split-cp violation > c"] = precondition
         parts[f"{label}: conformal-fairness violation <= c + 0.02"] = threshold(
             [r.metrics["fairness_violation"] for r in fair], "<=", c + 0.02, quantity="violation"
         )
@@ -125,46 +132,79 @@ def judge_control(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any
             [r.metrics["coverage"] for r in fair], ">=", 1 - alpha - 0.005, quantity="coverage"
         )
         figures[label] = {
-            name: {m: _mean(rs, m) for m in ("fairness_violation", "coverage", "set_size")}
+            name: {
+                m: _mean(rs, m) for m in ("fairness_violation", "satisfied_fraction", "coverage", "set_size")
+            }
             for name, rs in runs.items()
         }
     return combine(parts, means=figures)
 
 
 def judge_lambda(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """Conformal Fairness's thresholds are never below split CP's ``q_hat`` on the same calibration half:
-    the smallest ``lam_hat - q_hat`` over every resplit of every run is >= 0 (exact, no interval)."""
-    fair = [r for _, runs in _by_scenario(groups) for r in runs["conformal-fairness"]]
+    """Marginal coverage is never given up: Conformal Fairness's thresholds are never below split CP's
+    ``q_hat`` on the same calibration half (the smallest ``lam_hat - q_hat`` over every resplit of every
+    run is >= 0, exact), and its marginal coverage is >= 1 - alpha (per scenario, Student-t over seeds)."""
+    scenarios = _by_scenario(groups)
+    fair = [r for _, runs in scenarios for r in runs["conformal-fairness"]]
     if not fair:
         return empty("no successful conformal-fairness run")
     gaps = [r.metrics["min_threshold_minus_qhat"] for r in fair]
     worst = float(min(gaps))
     verdict: Verdict = "reproduced" if worst >= 0 else "not_reproduced"
-    evidence = Evidence(
-        verdict, "min over resplits of min(lam_hat) - q_hat", ">=", 0.0, worst, worst, worst, float("nan"),
-        tuple(sorted({r.seed for r in fair})), f"exact, over {sum(r.config['resplits'] for r in fair)} "
-        "resplits",
-    )  # fmt: skip
-    return combine({"lam_hat >= q_hat": evidence}, runs=len(fair))
+    resplits = sum(r.config["resplits"] for r in fair)
+    parts = {
+        "lam_hat >= q_hat": Evidence(
+            verdict,
+            "min over resplits of min(lam_hat) - q_hat",
+            ">=",
+            0.0,
+            worst,
+            worst,
+            worst,
+            float("nan"),
+            tuple(sorted({r.seed for r in fair})),
+            f"exact, over {resplits} resplits",
+        )
+    }
+    for label, runs in scenarios:
+        cf = runs["conformal-fairness"]
+        if cf:
+            alpha = cf[0].config["alpha"]
+            parts[f"{label}: coverage >= 1 - alpha"] = threshold(
+                [r.metrics["coverage"] for r in cf], ">=", 1 - alpha, quantity="coverage"
+            )
+    return combine(parts, runs=len(fair))
 
 
 def judge_size(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """Per scenario of :data:`SIZE_SCENARIOS` (overall accuracy equality), paired by seed: Conformal
-    Fairness's mean set size is smaller than Mondrian CP's; both violations and the price in set size
-    over split CP are reported alongside."""
+    """Per scenario of :data:`SIZE_SCENARIOS` (overall accuracy equality) where split CP's violation lies
+    above c (else inconclusive: Conformal Fairness then keeps q_hat), paired by seed: Conformal Fairness's
+    mean set size is smaller than Mondrian CP's; violations and the price over split CP reported."""
     parts, figures = {}, {}
     for label, runs in _by_scenario(groups, SIZE_SCENARIOS):
         fair, mondrian, split = runs["conformal-fairness"], runs["mondrian-cp"], runs["split-cp"]
-        if len(fair) < 2 or len(mondrian) < 2:
-            return empty(f"{label}: fewer than 2 seeds of conformal-fairness or mondrian-cp")
-        parts[f"{label}: set size conformal-fairness - mondrian-cp < 0"] = compare_runs(
-            fair, mondrian, "set_size", "<", quantity="set size CF - Mondrian"
+        if len(fair) < 2 or len(mondrian) < 2 or len(split) < 2:
+            return empty(f"{label}: fewer than 2 seeds of split-cp, conformal-fairness or mondrian-cp")
+        c = fair[0].config["c"]
+        precondition = threshold(
+            [r.metrics["fairness_violation"] for r in split], ">", c, quantity="split-cp violation"
         )
         figures[label] = {
             "set_size_price_over_split_cp": round(_mean(fair, "set_size") - _mean(split, "set_size"), 4),
             "violation": {n: _mean(rs, "fairness_violation") for n, rs in runs.items()},
             "set_size": {n: _mean(rs, "set_size") for n, rs in runs.items()},
         }
+        if (
+            precondition.verdict != "reproduced"
+        ):  # both meet c at q_hat: no fairness to buy, nothing to compare
+            return "inconclusive", {
+                "reason": f"{label}: split CP already meets c, so Conformal Fairness keeps q_hat",
+                f"{label}: split-cp violation > c": precondition.as_dict(),
+                **figures,
+            }
+        parts[f"{label}: set size conformal-fairness - mondrian-cp < 0"] = compare_runs(
+            fair, mondrian, "set_size", "<", quantity="set size CF - Mondrian"
+        )
     return combine(parts, **figures)
 
 
@@ -215,17 +255,17 @@ class ConformalFairnessTask(Task):
         ),
         Claim(
             "lambda-above-qhat",
-            "Conformal Fairness's thresholds are never below split CP's q-hat (marginal coverage is never "
-            "given up), on every resplit.",
+            "Marginal coverage is never given up: Conformal Fairness's thresholds are never below split CP's "
+            "q-hat on any resplit, and its coverage is >= 1 - alpha.",
             scenario_requests,
             judge_lambda,
             expected="reproduced",
         ),
         Claim(
             "smaller-than-mondrian",
-            "Under overall accuracy equality (the group coverage Mondrian CP equalises), Conformal "
-            "Fairness's sets are smaller than Mondrian (group-conditional) CP's; both violations and the "
-            "price in set size over split CP are reported.",
+            "Under overall accuracy equality (the group coverage Mondrian CP equalises), where split CP "
+            "violates c, Conformal Fairness's sets are smaller than Mondrian (group-conditional) CP's; the "
+            "violations and the price in set size over split CP are reported.",
             size_requests,
             judge_size,
             # measured: under overall accuracy equality split CP already meets c on both scenarios, so
@@ -265,7 +305,10 @@ class ConformalFairnessTask(Task):
             coverages.append(coverage)
             sizes.append(size)
             lowest = float(calibrated.thresholds(test).min())
-            margins.append(lowest - calibrated.q_hat if math.isfinite(calibrated.q_hat) else 0.0)
+            if math.isfinite(calibrated.q_hat):
+                margins.append(lowest - calibrated.q_hat)
+            else:  # too few calibration points: q_hat is inf, and only an inf threshold is not below it
+                margins.append(0.0 if lowest == math.inf else -1.0)
             infeasible.append(not calibrated.feasible)
         met = [cp.satisfied(config.metric, v, config.c) for v in violations]
         return Outcome(

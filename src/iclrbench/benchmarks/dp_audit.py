@@ -267,6 +267,7 @@ class DpAuditTask(Task):
             {"runs": 1000},
             "2 x 1000 trainings of T = 250 k steps, batched: seconds at k = 1; at k = 25 (T = 6,250) 25x the "
             "steps: minutes of one core (one gc-r audit took 347 s on a 2-core machine shared ~5 ways)",
+            claims_minutes=3.9,  # tests/test_claims_small.py: 233 s, -j 2, 2 cores (2026-12-03)
         ),
         "paper": Budget("paper", {"runs": 5000}, "2 x 5000 trainings per audit: minutes each on 2 cores"),
     }

@@ -140,7 +140,12 @@ class ProteinTask(Task):
     Config = ProteinConfig
     budgets = {  # noqa: RUF012  (read-only class data, as in Task)
         "smoke": Budget("smoke", {"rounds": 3, "batch_size": 4, "n_init": 8}, "a few seconds per run"),
-        "small": Budget("small", {"rounds": 10, "batch_size": 8, "n_init": 16}, "tens of seconds per run"),
+        "small": Budget(
+            "small",
+            {"rounds": 10, "batch_size": 8, "n_init": 16},
+            "tens of seconds per run",
+            claims_minutes=3.1,  # tests/test_claims_small.py: 186 s, -j 2, 2 cores (2026-12-03)
+        ),
         "paper": Budget(
             "paper",
             {"rounds": 100, "batch_size": 8, "n_init": 20},

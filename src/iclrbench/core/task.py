@@ -47,11 +47,15 @@ class Metric:
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
-    """A named scale: config overrides on top of the defaults, and what it costs."""
+    """A named scale: config overrides on top of the defaults, and what it costs. ``claims_minutes``: the
+    wall minutes ``bench claims TASK --budget NAME -j 2`` took from an empty store on 2 cores, where
+    measured; ``tests/test_claims_small.py`` leaves a task whose claims take longer than the test suite can
+    afford to ``bench claims`` (or to ``ICLRBENCH_LONG_CLAIMS=1``)."""
 
     name: str
     overrides: Mapping[str, Any]
     cost: str
+    claims_minutes: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)

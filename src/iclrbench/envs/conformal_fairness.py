@@ -45,7 +45,7 @@ class ConformalFairnessConfig:
     c: float = param(
         0.1, "largest allowed coverage gap between groups, in (0, 1); disparate impact: the ratio floor 0.8"
     )
-    resplits: int = param(20, "calibration / test resplits of one fitted model (>= 20)", low=1, high=10_000)
+    resplits: int = param(20, "calibration / test resplits of one fitted model (>= 20)", low=20, high=10_000)
     calibration_fraction: float = param(0.5, "share of the held-out pool used for calibration")
     train_fraction: float = param(0.5, "share of the data the base model is fitted on")
 
@@ -54,6 +54,11 @@ class ConformalFairnessConfig:
             value = getattr(self, name)
             if not 0.0 < value < 1.0:
                 raise ValueError(f"{name}: {value} is outside (0, 1)")
+        if self.metric == "disparate_impact" and self.c < 0.5:
+            raise ValueError(
+                f"c: {self.c} is disparate impact's floor on the ratio of group rates; the four-fifths rule "
+                "is --set c=0.8"
+            )
         if self.sensitive and self.sensitive not in SENSITIVE[self.dataset]:
             raise ValueError(
                 f"sensitive: {self.dataset} has no attribute {self.sensitive!r}; choose one of "
@@ -217,9 +222,11 @@ def unsupported(config: ConformalFairnessConfig) -> str | None:
     counts = _strata(config.dataset, config.attribute)
     held = counts - np.round(config.train_fraction * counts).astype(np.int64)
     cal = np.round(config.calibration_fraction * held).astype(np.int64)
-    for g, row in enumerate(cal):
+    for g, (row, rest) in enumerate(zip(cal, held - cal, strict=True)):
         if row.sum() == 0:
             return f"group {g} of {config.dataset}/{config.attribute} would have no calibration point"
+        if rest.sum() == 0:
+            return f"group {g} of {config.dataset}/{config.attribute} would have no test point"
         for y in positive_labels(config.metric, counts.shape[1]):
             if config.metric in ("equal_opportunity", "equalized_odds", "predictive_parity") and row[y] == 0:
                 return (
