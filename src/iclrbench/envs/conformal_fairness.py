@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 
-from iclrbench.algorithms.conformal import FILTERS, positive_labels
 from iclrbench.core.cache import cache_root
 from iclrbench.core.config import param
 from iclrbench.core.seeding import rng_for
@@ -29,6 +28,29 @@ from iclrbench.envs.fairness_data import SENSITIVE, Dataset, load_tabular, sbm_g
 
 TASK_ID = "conformal-fairness"
 DATASETS = tuple(SENSITIVE)
+
+#: The fairness notions of the paper's Table 1, by the calibration points each one's coverage is taken over
+#: for label ``y`` in group ``g`` (``Y`` the true label):
+#: demographic parity and disparate impact: every point of ``g`` (P[y in C | G=g]);
+#: equal opportunity: ``Y = y`` (true-positive rate); predictive equality: ``Y != y`` (false-positive
+#: rate); equalized odds: both of those; overall accuracy equality: every point of ``g``, at its true label
+#: (group coverage, one threshold for all labels); predictive parity: the points whose set contains ``y``,
+#: the share with ``Y = y`` (positive predictive value).
+FILTERS = (
+    "demographic_parity",
+    "equal_opportunity",
+    "predictive_equality",
+    "equalized_odds",
+    "overall_accuracy_equality",
+    "predictive_parity",
+    "disparate_impact",
+)
+
+
+def positive_labels(metric: str, n_classes: int) -> list[int]:
+    """Labels a metric is enforced on: every label but 0 (for binary data, the favourable outcome 1);
+    overall accuracy equality is label-free (one pass, label 0 standing for all)."""
+    return [0] if metric == "overall_accuracy_equality" else list(range(1, n_classes))
 
 
 @dataclasses.dataclass(frozen=True)
