@@ -292,15 +292,14 @@ def fair_thresholds_loop(
     q_hat = conformal_quantile(true_label_scores(cal_score, labels), alpha)
     lams = candidate_thresholds(cal_score, q_hat, max_candidates)
     lam_hat, feasible = np.full(n_classes, q_hat), np.ones(n_classes, bool)
-    for y in positive_labels(metric, n_classes):
-        first = next(
-            (
-                i
-                for i, lam in enumerate(lams)
-                if _fair_by_counting(metric, cal_score, labels, groups, y, n_groups, lam, c)
-            ),
-            None,
-        )
+    enforced = positive_labels(metric, n_classes)
+    # every candidate judged, as the paper's code stacks a verdict per candidate before taking the first
+    verdicts = [
+        [_fair_by_counting(metric, cal_score, labels, groups, y, n_groups, lam, c) for y in enforced]
+        for lam in lams
+    ]
+    for j, y in enumerate(enforced):
+        first = next((i for i, row in enumerate(verdicts) if row[j]), None)
         chosen = lams[-1] if first is None else lams[first]
         if metric == "overall_accuracy_equality":
             lam_hat[:], feasible[:] = chosen, first is not None
