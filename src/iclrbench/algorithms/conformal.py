@@ -358,12 +358,6 @@ def coverage_and_size(sets: Array, labels: Array) -> tuple[float, float]:
     return float(covered.mean()), float(sets.sum(1).mean())
 
 
-def check_unit_interval(name: str, value: float) -> None:
-    """``value`` must lie strictly inside (0, 1)."""
-    if not 0 < value < 1:
-        raise ValueError(f"{name} must lie in (0, 1), got {value}")
-
-
 __all__: Sequence[str] = (
     "FILTERS",
     "aps_scores",
@@ -375,6 +369,7 @@ __all__: Sequence[str] = (
     "fair_thresholds_loop",
     "fairness_violation",
     "mondrian_thresholds",
+    "positive_labels",
     "prediction_sets",
     "tps_scores",
 )
