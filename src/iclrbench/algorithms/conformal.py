@@ -217,21 +217,41 @@ def fair_thresholds(
 
     Returns ``(lam_hat, q_hat, feasible)``: ``lam_hat[y]`` the smallest candidate ``>= q_hat`` that is fair
     for ``y`` (label 0 and labels not enforced keep ``q_hat``; overall accuracy equality sets one ``lam``
-    for all labels); ``feasible[y]`` False where no candidate is fair, ``lam_hat[y]`` then being the largest
-    candidate (every set holds ``y``)."""
+    for all labels); ``feasible[y]`` False where no candidate is fair, ``lam_hat[y]`` then being ``inf``
+    (every set holds ``y``)."""
     labels, groups = np.asarray(labels), np.asarray(groups)
+
+    def verdicts(lams: Array, enforced: list[int]) -> Array:
+        return np.stack(
+            [_label_passes(metric, cal_score, labels, groups, y, n_groups, lams, c) for y in enforced], axis=1
+        )
+
+    return _lambda_search(cal_score, labels, alpha, metric, max_candidates, verdicts)
+
+
+def _lambda_search(
+    cal_score: Array,
+    labels: Array,
+    alpha: float,
+    metric: str,
+    max_candidates: int | None,
+    verdicts: Callable[[Array, list[int]], Array],
+) -> tuple[Array, float, Array]:
+    """The step both searches share: ``verdicts(candidates, enforced labels)`` is the (L, labels) table of
+    which candidate is fair for which label; each label takes its first fair candidate, else ``inf``."""
     n_classes = cal_score.shape[1]
     q_hat = conformal_quantile(true_label_scores(cal_score, labels), alpha)
     lams = candidate_thresholds(cal_score, q_hat, max_candidates)
+    enforced = positive_labels(metric, n_classes)
+    table = np.asarray(verdicts(lams, enforced), dtype=bool).reshape(len(lams), len(enforced))
     lam_hat, feasible = np.full(n_classes, q_hat), np.ones(n_classes, bool)
-    for y in positive_labels(metric, n_classes):
-        ok = _label_passes(metric, cal_score, labels, groups, y, n_groups, lams, c)
-        first = int(np.argmax(ok)) if ok.any() else len(lams) - 1
-        feasible[y] = bool(ok.any())
-        if metric == "overall_accuracy_equality":
-            lam_hat[:], feasible[:] = lams[first], bool(ok.any())
+    for j, y in enumerate(enforced):
+        ok = table[:, j]
+        chosen = lams[int(np.argmax(ok))] if ok.any() else lams[-1]
+        if metric == "overall_accuracy_equality":  # one threshold for every label
+            lam_hat[:], feasible[:] = chosen, bool(ok.any())
         else:
-            lam_hat[y] = lams[first]
+            lam_hat[y], feasible[y] = chosen, bool(ok.any())
     return lam_hat, q_hat, feasible
 
 
@@ -288,24 +308,17 @@ def fair_thresholds_loop(
     group's points re-selected and counted. Same result; kept as the independent reference the
     vectorised search is checked and timed against (tests/perf)."""
     labels, groups = np.asarray(labels), np.asarray(groups)
-    n_classes = cal_score.shape[1]
-    q_hat = conformal_quantile(true_label_scores(cal_score, labels), alpha)
-    lams = candidate_thresholds(cal_score, q_hat, max_candidates)
-    lam_hat, feasible = np.full(n_classes, q_hat), np.ones(n_classes, bool)
-    enforced = positive_labels(metric, n_classes)
-    # every candidate judged, as the paper's code stacks a verdict per candidate before taking the first
-    verdicts = [
-        [_fair_by_counting(metric, cal_score, labels, groups, y, n_groups, lam, c) for y in enforced]
-        for lam in lams
-    ]
-    for j, y in enumerate(enforced):
-        first = next((i for i, row in enumerate(verdicts) if row[j]), None)
-        chosen = lams[-1] if first is None else lams[first]
-        if metric == "overall_accuracy_equality":
-            lam_hat[:], feasible[:] = chosen, first is not None
-        else:
-            lam_hat[y], feasible[y] = chosen, first is not None
-    return lam_hat, q_hat, feasible
+
+    def verdicts(lams: Array, enforced: list[int]) -> Array:
+        # every candidate judged, as the paper's code stacks a verdict per candidate before taking the first
+        return np.array(
+            [
+                [_fair_by_counting(metric, cal_score, labels, groups, y, n_groups, lam, c) for y in enforced]
+                for lam in lams
+            ]
+        )
+
+    return _lambda_search(cal_score, labels, alpha, metric, max_candidates, verdicts)
 
 
 # ------------------------------------------------------------------------------------------- baselines
