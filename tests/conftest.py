@@ -20,6 +20,21 @@ PLUGIN_MODULE = "iclrbench_testplugin"
 
 TASK = "contextual-bilateral-trade"
 
+#: set to 1 to run the tests marked ``long`` (CI does; ``make test`` alone leaves them out)
+LONG_TESTS = "ICLRBENCH_LONG_TESTS"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the ``long`` tests (a minute or more each) unless ``ICLRBENCH_LONG_TESTS=1`` or ``-m`` names
+    them: they would double ``make test``'s time on 2 cores, and CI runs them."""
+    if os.environ.get(LONG_TESTS) == "1" or "long" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason=f"long (a minute or more): {LONG_TESTS}=1 runs it, as CI does")
+    for item in items:
+        if item.get_closest_marker("long") is not None:
+            item.add_marker(skip)
+
+
 BenchRunner = Callable[..., tuple[int, str, str]]
 
 

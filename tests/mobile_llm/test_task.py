@@ -68,3 +68,34 @@ def test_bad_input_is_one_line_and_exit_2(
 ) -> None:
     code, _, err = bench("run", TASK, *args, "--budget", "smoke", "--db", db)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_file_that_is_not_gguf_is_one_line_and_exit_2(bench: BenchRunner, db: object, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fake = tmp_path / "model.gguf"
+    fake.write_bytes(b"PK\x03\x04 a zip file, not a model")
+    for value, needle in (
+        (fake, "not a GGUF"),
+        (tmp_path / "absent.gguf", "no model file"),
+        ("m.bin", "gguf"),
+    ):
+        code, _, err = bench(
+            "run", TASK, "torch-fp32", "--set", f"model={value}", "--budget", "smoke", "--db", db
+        )
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_gguf_file_of_ones_own_is_probed_by_completion_without_a_chat_template() -> None:
+    """``--set model=PATH``: the tiny model's own file, which has no chat template, is asked the capitals
+    as completions; the run reports every metric, and the file as stored is its full model."""
+    task = MobileLLMTask()
+    smoke = task.make_config("smoke")
+    from iclrbench.benchmarks.mobile_llm import subject_path
+
+    own = task.make_config("smoke", {"model": str(subject_path(smoke))})
+    from iclrbench.envs.mobile_llm import probes
+
+    asked = probes(own, 0)
+    assert not asked.chat and asked.questions[0].prompt.startswith("The capital of")
+    cls = catalog.get_algorithm(TASK, "torch-fp32")
+    outcome = task.evaluate(cls(cfg.build(cls.Params, {}), own, np.random.default_rng(0)), own, 0)
+    assert set(outcome.metrics) == DECLARED and outcome.metrics["agreement_em"] == 1.0

@@ -16,7 +16,7 @@ from iclrbench.core import config as cfg
 from iclrbench.core.seeding import seed_for
 
 pytest.importorskip("flwr")
-pytestmark = pytest.mark.usefixtures("single_thread")
+pytestmark = [pytest.mark.usefixtures("single_thread"), pytest.mark.long]  # ~1 min: Ray and MiniLM
 CONFIG = FederatedPromptTask().make_config("small", {"split": "pathological", "rounds": 2})
 SETTINGS = RunSettings("pfedmoap", {}, cfg.as_dict(CONFIG), 0)
 FIGURES: dict[str, float] = {}

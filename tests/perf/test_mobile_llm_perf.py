@@ -16,6 +16,7 @@ from iclrbench.models.quantise import quantise_gguf
 if not llama_cpp_available():
     pytest.skip("llama-cpp-python is not installed (the llamacpp extra)", allow_module_level=True)
 pytest.importorskip("transformers")
+pytestmark = pytest.mark.long  # five profiles of the real model: ~50 s
 CONFIGURATIONS = (
     ("llama.cpp", "f16"),
     ("llama.cpp", "q8_0"),

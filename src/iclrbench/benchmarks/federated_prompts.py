@@ -138,6 +138,7 @@ class FederatedPromptTask(Task):
                 "min_examples": 6,
             },
             "4 clients, 2 rounds of 1 local epoch, 4 shots: ~15 s per run, most of it Ray's start-up",
+            check_minutes=3.0,  # tests/test_contract.py: 178 s, 2 cores (2026-12-03)
         ),
         "small": Budget(
             "small",

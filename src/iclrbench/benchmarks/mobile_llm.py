@@ -59,7 +59,10 @@ def _seeds(budget: str) -> tuple[int, ...]:
 
 # ------------------------------------------------------------------------------------------ the subject
 def subject_path(config: MobileLLMConfig) -> Path:
-    """The highest-precision GGUF of the configured subject (trained on first use for ``tiny``)."""
+    """The highest-precision GGUF of the configured subject (trained on first use for ``tiny``; a path is
+    the user's own file, as stored)."""
+    if config.model not in ("tiny", "smollm2"):
+        return Path(config.model).resolve()
     if config.model == "smollm2":
         from iclrbench.models.language import smollm2_path
 
@@ -326,6 +329,7 @@ class MobileLLMTask(Task):
                 "repeats": 2,
             },
             "a 2-block tiny llama trained in ~10 s, 12 questions, 2 profiling repeats: ~5 s a configuration",
+            check_minutes=1.9,  # tests/test_contract.py: 115 s, 2 cores (2026-12-03)
         ),
         "small": Budget(
             "small",
@@ -381,11 +385,12 @@ class MobileLLMTask(Task):
     )
     protocol = "ModelConfiguration: engine, variant, bits_per_weight(), model_file(), open(), profile_spec()"
     requires = Requirement(
-        "llm",  # llama-cpp-python is its own extra, built with flags (hint), not yet in `all`
+        "llm",  # llama-cpp-python is its own extra, compiled with flags (hint); `make setup` builds it
         ("torch", "transformers", "gguf", "accelerate", "llama_cpp"),
-        hint="CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF "
-        "-DGGML_AMX_INT8=OFF' pip install --no-cache-dir 'iclrbench[llm,llamacpp]' (a portable build: the "
-        "native one crashes in quantised kernels on AVX-512/AMX Xeons; README)",
+        hint="make setup (builds llama.cpp once, ~4 min), or outside this checkout: "
+        "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF "
+        "-DGGML_AMX_INT8=OFF' pip install --no-cache-dir 'iclrbench[llm,llamacpp]' (portable: the native "
+        "build crashes in quantised kernels on AVX-512/AMX Xeons; README)",
     )
     algorithm_modules = ("iclrbench.algorithms.mobile_llm",)
     claims = (
@@ -421,7 +426,11 @@ class MobileLLMTask(Task):
 
     def resources(self, config: MobileLLMConfig) -> Resources:
         # the whole machine: a profile must not share its cores with another run
-        return Resources(processes=os.cpu_count() or 1, memory_gb=2.0 if config.model == "smollm2" else 1.0)
+        if config.model == "tiny":
+            return Resources(processes=os.cpu_count() or 1, memory_gb=1.0)
+        # the torch engines hold the weights de-quantised to float32: ~8x a 4-bit file
+        size_gb = subject_path(config).stat().st_size / 2**30 if config.model != "smollm2" else 0.1
+        return Resources(processes=os.cpu_count() or 1, memory_gb=max(2.0, 10 * size_gb))
 
     def prepare(self, config: MobileLLMConfig) -> None:
         """Train (or load) the tiny model once, before runs read it."""

@@ -47,15 +47,22 @@ class Metric:
 
 @dataclasses.dataclass(frozen=True)
 class Budget:
-    """A named scale: config overrides on top of the defaults, and what it costs. ``claims_minutes``: the
-    wall minutes ``bench claims TASK --budget NAME -j 2`` took from an empty store on 2 cores, where
-    measured; ``tests/test_claims_small.py`` leaves a task whose claims take longer than the test suite can
-    afford to ``bench claims`` (or to ``ICLRBENCH_LONG_CLAIMS=1``)."""
+    """A named scale: config overrides on top of the defaults, and what it costs, in words (``cost``) and,
+    where measured on 2 cores, in wall minutes:
+
+    - ``claims_minutes``: ``bench claims TASK --budget NAME -j 2`` from an empty store;
+      ``tests/test_claims_small.py`` leaves a task whose claims take longer than the suite can afford to
+      ``bench claims`` (or to ``ICLRBENCH_LONG_CLAIMS=1``);
+    - ``check_minutes``: ``check_task(TASK, NAME)``, the contract check; ``tests/test_contract.py`` marks a
+      task's check ``long`` when it takes over a minute (``make test`` leaves it to CI, which sets
+      ``ICLRBENCH_LONG_TESTS=1``).
+    """
 
     name: str
     overrides: Mapping[str, Any]
     cost: str
     claims_minutes: float | None = None
+    check_minutes: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)

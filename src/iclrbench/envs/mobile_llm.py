@@ -1,22 +1,26 @@
-"""mobile-llm-profiling's configuration and probes: which model, how it is profiled, and the seeded
-question, text and prompt sets quality is measured on (PalmBench, Li et al., ICLR 2025, section 4).
+"""mobile-llm-profiling's configuration and probes: which model, how it is profiled, and the seeded question,
+text and prompt sets quality is measured on (PalmBench, Li et al., ICLR 2025, section 4).
 
-Two subjects: ``tiny`` (the llama trained here on the fact world, with a true float32 reference; its
-probes are the fact world's questions, asked in the Q/A form it was trained on) and ``smollm2``
-(SmolLM2-135M-Instruct, whose highest precision is Q4_1 de-quantised; its questions are real capitals
-asked through the model's chat template). A run's seed draws which questions, held-out sentences and
-toxicity prompts it uses from the pools, so seeds differ in probes as well as in timing noise.
+Two subjects: ``tiny`` (the llama trained here on the fact world, with a true float32 reference; its probes
+are the fact world's questions, asked in the Q/A form it was trained on) and ``smollm2``
+(SmolLM2-135M-Instruct, whose highest precision is Q4_1 de-quantised; its questions are real capitals asked
+through the model's chat template). A path to a GGUF file of one's own is probed as SmolLM2 is (through its
+chat template where the file has one); its weights as stored are its "full model". A run's seed draws which
+questions, held-out sentences and toxicity prompts it uses from the pools, so seeds differ in probes as well
+as in timing noise.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 
 from iclrbench.core.config import param
 from iclrbench.core.seeding import seed_for
 from iclrbench.envs.fact_world import FactWorld, Question
+from iclrbench.models.language import check_gguf, has_chat_template  # light: no engine imported
 
 TASK_ID = "mobile-llm-profiling"
 MODELS = ("tiny", "smollm2")
@@ -37,7 +41,7 @@ CAPITALS = (
 @dataclasses.dataclass(frozen=True)
 class MobileLLMConfig:
     model: str = param(
-        "tiny", "subject: tiny (trained here, float32 reference) or smollm2 (Q4_1)", choices=MODELS
+        "tiny", "subject: tiny (trained here, float32 reference), smollm2 (Q4_1) or a path to a GGUF file"
     )
     entities: int = param(32, "tiny: made-up countries in the fact world", low=4, high=200)
     tiny_layers: int = param(4, "tiny: transformer blocks", low=1, high=12)
@@ -54,8 +58,13 @@ class MobileLLMConfig:
     n_ctx: int = param(128, "context length of the profiled and scored models", low=16)
 
     def __post_init__(self) -> None:
+        if self.model not in MODELS and not self.model.endswith(".gguf"):
+            raise ValueError(f"model: must be one of {', '.join(MODELS)} or a .gguf file, not {self.model!r}")
         if self.model not in MODELS:
-            raise ValueError(f"model: must be one of {', '.join(MODELS)}, not {self.model!r}")
+            try:
+                check_gguf(self.model)
+            except Exception as exc:  # a UserError; a config error is a ValueError (one line, exit 2)
+                raise ValueError(f"model: {exc}") from None
         if self.prompt_tokens + self.decode_tokens + 1 > self.n_ctx:
             raise ValueError(
                 f"prompt_tokens + decode_tokens ({self.prompt_tokens} + {self.decode_tokens}) exceed the "
@@ -84,6 +93,11 @@ def probes(config: MobileLLMConfig, seed: int) -> Probes:
     world = FactWorld(config.entities, 0)  # the world the tiny model learned; seed picks the probes
     if config.model == "tiny":
         pool = world.questions()
+        chat = False
+    elif config.model != "smollm2" and not has_chat_template(Path(config.model)):
+        pool = [
+            Question(f"The capital of {country} is", city, country, "capital") for country, city in CAPITALS
+        ]
         chat = False
     else:
         pool = [

@@ -87,6 +87,16 @@ def chat_prompt(path: str | os.PathLike[str], messages: Sequence[Mapping[str, st
     )
 
 
+def has_chat_template(path: str | os.PathLike[str]) -> bool:
+    """Whether the GGUF file carries a chat template (``tokenizer.chat_template``)."""
+    return _has_chat_template(str(Path(path).resolve()))
+
+
+@functools.lru_cache(maxsize=8)
+def _has_chat_template(path: str) -> bool:
+    return bool(gguf_metadata(path, ["tokenizer.chat_template"]).get("tokenizer.chat_template"))
+
+
 @functools.lru_cache(maxsize=8)
 def _chat_template(path: str) -> Any:
     """The compiled template of a file (reading a GGUF's metadata takes seconds: its whole vocabulary)."""
