@@ -122,7 +122,13 @@ def test_kill_9_of_the_driver_leaves_no_worker_or_port(tmp_path) -> None:  # typ
             time.sleep(0.2)
         workers = _workers(str(tmp))
         assert len(workers) == 2, "the workers never started"
-        ports = {c.laddr.port for w in workers for c in w.net_connections() if c.status == psutil.CONN_LISTEN}
+        ports: set[int] = set()
+        while not ports and time.monotonic() < deadline:  # rank 0 serves the rendezvous store
+            ports = {
+                c.laddr.port for w in workers for c in w.net_connections() if c.status == psutil.CONN_LISTEN
+            }
+            time.sleep(0.2)
+        assert ports, "rank 0 never listened"
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait()
         _, alive = psutil.wait_procs(workers, timeout=10)

@@ -15,7 +15,7 @@ from iclrbench.benchmarks.local_sgd import LocalSGDTask, launch
 from iclrbench.core import config as cfg
 
 pytestmark = pytest.mark.long  # process start-up dominates: ~10 s
-CONFIG = LocalSGDTask().make_config("small", {"steps": 11.1, "warmup_steps": 0, "step_jitter": 0.0})
+CONFIG = LocalSGDTask().make_config("small", {"steps": 11.25, "warmup_steps": 0, "step_jitter": 0.0})
 FIGURES: dict[str, float] = {}
 
 
@@ -34,6 +34,7 @@ def test_one_edit_sync_round(benchmark) -> None:  # type: ignore[no-untyped-def]
 
 def test_ten_ddp_steps(benchmark) -> None:  # type: ignore[no-untyped-def]
     result = benchmark.pedantic(lambda: _run(SynchronousDDP), rounds=1, iterations=1)
+    assert result["steps"] == [10, 10]
     benchmark.extra_info["bytes per worker"] = result["bytes"]
     if "edit_bytes" in FIGURES:
         benchmark.extra_info["ddp / edit bytes"] = round(result["bytes"] / FIGURES["edit_bytes"], 3)

@@ -31,7 +31,7 @@ from typing import Any
 
 from iclrbench.core.algorithm import Algorithm, register_algorithm
 from iclrbench.core.config import param
-from iclrbench.envs.local_sgd import TASK_ID, LocalSGDConfig
+from iclrbench.envs.local_sgd import TASK_ID, LocalSGDConfig, machine_refuses
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,9 +59,9 @@ class SyncSpec:
 class EwmaDetector:
     """Online EWMA mean and variance of a stream of norms; flags values whose z-score is too high.
 
-    ``update``: ``d = x - mean; mean += a d; var = (1 - a)(var + a d (x - mean))`` (the exponentially
-    weighted variance) with ``a = max(alpha, 1 / count)``: the first values are weighted equally (their
-    plain mean and variance), later ones exponentially. atorch starts the mean at 0 with ``a = alpha``
+    ``update``: ``d = x - mean; mean += a d; var = (1 - a)(var + a d^2)`` (the exponentially weighted
+    variance) with ``a = max(alpha, 1 / count)``: the first values are weighted equally (their plain mean
+    and population variance), later ones exponentially. atorch starts the mean at 0 with ``a = alpha``
     throughout and waits 120 syncs for that start to fade; runs here have tens of syncs.
     ``is_outlier(x)``: after ``warmup`` values, ``(x - mean) / std > threshold * max(1, std of the last
     warmup z-scores)`` (one-sided: only a norm far above its history is an anomaly)."""
@@ -87,7 +87,7 @@ class EwmaDetector:
         a = max(self.alpha, 1.0 / self.count)
         d = x - self.mean
         self.mean += a * d
-        self.var = (1 - a) * (self.var + a * d * (x - self.mean))
+        self.var = (1 - a) * (self.var + a * d * d)  # exact when a = 1 / count (Finch 2009, eq. 143)
         self.z_window.append(self.z(x))
 
 
@@ -109,6 +109,12 @@ class DistributedTrainer(Algorithm):
     """Base of this task's methods: ``sync_spec()`` says how the workers train and sync."""
 
     config: LocalSGDConfig
+
+    @classmethod
+    def supports(cls, config: LocalSGDConfig) -> str | None:
+        """Refuse, before any run, what this machine cannot host (checked by the driver only: a worker
+        under torchrun on another node builds the same config)."""
+        return machine_refuses(config)
 
     def sync_spec(self) -> SyncSpec:
         raise TypeError(f"{type(self).__name__} must implement sync_spec()")

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from iclrbench.core.algorithm import Algorithm
-from iclrbench.core.decision import combine, compare_runs, empty, threshold
+from iclrbench.core.decision import combine, compare_runs, empty
 from iclrbench.core.result import RunResult
 from iclrbench.core.task import (
     Budget,
@@ -180,19 +180,20 @@ def penalty_requests(budget: str) -> list[RunRequest]:
 
 
 def judge_penalty(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """With a worker's learning rate spiking, DiLoCo's loss spike exceeds SPIKE_NATS and EDiT's stays
-    below it (Student-t intervals over seeds); without faults, EDiT's final validation loss is no worse
-    than DiLoCo's (paired: the interval of EDiT - DiLoCo lies below +0.02 nats)."""
+    """With a worker's learning rate spiking, DiLoCo's loss spike exceeds its own clean run's by more than
+    SPIKE_NATS and EDiT's does not (paired by seed: the clean run is the control, so the bump where local
+    steps begin or ordinary noise is not taken for the fault); without faults, EDiT's final validation
+    loss is no worse than DiLoCo's (paired: the interval of EDiT - DiLoCo lies below +0.02 nats)."""
     fault, clean = _by(groups, FAULT), _by(groups, CLEAN)
     for name, runs in (("fault", fault), ("clean", clean)):
         if len(runs.get("edit", [])) < 2 or len(runs.get("diloco", [])) < 2:
             return empty(f"{name}: fewer than 2 seeds of edit or diloco")
     parts = {
-        "lr-spike: diloco loss spike > 0.1": threshold(
-            [r.metrics["loss_spike"] for r in fault["diloco"]], ">", SPIKE_NATS, quantity="spike (nats)"
+        "diloco: spike with lr-spike - without > 0.1": compare_runs(
+            fault["diloco"], clean["diloco"], "loss_spike", ">", SPIKE_NATS, quantity="spike fault - clean"
         ),
-        "lr-spike: edit loss spike < 0.1": threshold(
-            [r.metrics["loss_spike"] for r in fault["edit"]], "<", SPIKE_NATS, quantity="spike (nats)"
+        "edit: spike with lr-spike - without < 0.1": compare_runs(
+            fault["edit"], clean["edit"], "loss_spike", "<", SPIKE_NATS, quantity="spike fault - clean"
         ),
         "clean: edit - diloco val loss < 0.02": compare_runs(
             clean["edit"], clean["diloco"], "val_loss", "<", 0.02, quantity="val loss edit - diloco"
@@ -310,8 +311,9 @@ class LocalSGDTask(Task):
         Claim(
             "penalty-stops-spikes",
             f"With one worker's learning rate spiking 30x for 20 steps, DiLoCo's validation loss spikes "
-            f"(> {SPIKE_NATS} nats above its running minimum) and EDiT's does not; without faults EDiT's "
-            "final validation loss is no worse than DiLoCo's (within 0.02 nats, paired).",
+            f"(its largest rise above its running minimum exceeds its clean run's by > {SPIKE_NATS} nats) "
+            "and EDiT's does not; without faults EDiT's final validation loss is no worse than DiLoCo's "
+            "(within 0.02 nats, paired).",
             penalty_requests,
             judge_penalty,
         ),

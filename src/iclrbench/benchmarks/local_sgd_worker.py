@@ -88,10 +88,15 @@ class OuterSync:
         for j, module in enumerate(modules):
             module.register_forward_pre_hook(self._hook(j))
 
-    def start(self) -> None:
-        """The global weights are the current (identical) weights: the local phase begins."""
+    def start(self, average: bool = False) -> None:
+        """The local phase begins from the current weights, identical on every worker unless a fault
+        during the warm-up made one diverge: then (``average``) from the workers' mean."""
         for j, m in enumerate(self.modules):
-            self.last[j] = _flat(m).clone()
+            theta = _flat(m).clone()
+            if average:
+                theta = self.comm.all_reduce(theta) / self.comm.world
+                _assign(m, theta)
+            self.last[j] = theta
 
     def request(self, shares: list[float] | None = None) -> None:
         self.pending = set(range(len(self.modules)))
@@ -121,16 +126,20 @@ class OuterSync:
             else:
                 detector.update(norm)
             norms = [float(t) for t in comm.all_gather(torch.tensor([norm], dtype=torch.float64))]
+            normal = [n < 1e6 for n in norms]
+            if not any(normal):  # every worker anomalous: no outer step, back to the global weights
+                _assign(self.modules[j], self.last[j])
+                return
             weights = softmax_weights(norms, spec.temperature)
             if spec.step_weight > 0 and self.shares is not None:
+                # a dropped worker's step share goes to the others (its delta is zero)
+                kept = [s if ok else 0.0 for s, ok in zip(self.shares, normal, strict=True)]
+                shares = [s / sum(kept) for s in kept] if sum(kept) > 0 else kept
                 r = spec.step_weight
-                weights = [(1 - r) * w + r * s for w, s in zip(weights, self.shares, strict=True)]
+                weights = [(1 - r) * w + r * s for w, s in zip(weights, shares, strict=True)]
             avg = comm.all_reduce(delta * weights[comm.rank])
             size = float(avg.norm())
             avg *= min(1.0, spec.clip / (size + 1e-6))
-            if float(avg.abs().sum()) < 1e-6:  # every worker anomalous: no outer step
-                _assign(self.modules[j], self.last[j])
-                return
         else:
             avg = comm.all_reduce(delta) / comm.world
         if spec.momentum > 0:
@@ -238,6 +247,8 @@ def train(config: LocalSGDConfig, seed: int, spec: SyncSpec) -> dict[str, Any]:
             mean_steps = float(step)
             if step % spec.tau == 0:
                 evaluate()
+        if trace.steps[-1] != step:
+            evaluate()  # the final model
         return _result(
             trace,
             comm,
@@ -261,13 +272,15 @@ def train(config: LocalSGDConfig, seed: int, spec: SyncSpec) -> dict[str, Any]:
     sync_grads = False
     sync_wall: list[float] = []
     outer = OuterSync(list(model), spec, comm)
-    outer.start()
+    outer.start(average=config.anomaly != "none" and config.anomaly_start < spec.warmup_steps)
     warm_bytes, warm_steps = comm.bytes, step
+    # a sync's traffic, charged on the clock: the weights, and the norms / step counts that steer it
+    sync_cost = collective_cost(model_bytes + 8 * len(list(model)) * int(spec.penalty) + 8, config)
     syncs = skipped = 0
     if spec.by_time:
         interval = spec.sync_interval
         since = 0
-        while clock + interval <= budget:
+        while clock + interval + sync_cost <= budget:
             todo = int(interval / costs[rank] + 1e-9)
             for _ in range(todo):
                 local_step()
@@ -289,7 +302,7 @@ def train(config: LocalSGDConfig, seed: int, spec: SyncSpec) -> dict[str, Any]:
             since = 0
     else:
         round_time = spec.tau * max(costs)
-        while clock + round_time <= budget:
+        while clock + round_time + sync_cost <= budget:
             for _ in range(spec.tau):
                 local_step()
             mean_steps = float(step)

@@ -36,17 +36,6 @@ def max_workers() -> int:
     return max(2, min(8, 2 * (os.cpu_count() or 1)))
 
 
-def check_rendezvous(host: str) -> None:
-    """A ValueError (one line, exit 2) unless ``host`` is an address this machine can listen on: the
-    driver starts every worker here, and rank 0 serves the rendezvous store."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.settimeout(3.0)
-            s.bind((host, 0))
-    except OSError as exc:
-        raise ValueError(f"rendezvous {host!r} does not answer here ({exc.strerror or exc})") from None
-
-
 @dataclasses.dataclass(frozen=True)
 class LocalSGDConfig:
     workers: int = param(2, "worker processes joined by torch.distributed (gloo)", low=2, high=8)
@@ -84,12 +73,23 @@ class LocalSGDConfig:
     def __post_init__(self) -> None:
         if self.d_model % self.heads:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of heads ({self.heads})")
-        if self.workers > max_workers():
-            raise ValueError(
-                f"workers={self.workers}: this machine runs at most {max_workers()} (two per core, "
-                f"{os.cpu_count()} cores)"
-            )
-        check_rendezvous(self.rendezvous)
+
+
+def machine_refuses(config: LocalSGDConfig) -> str | None:
+    """Why this machine cannot host the run's workers (too many; a rendezvous host it cannot listen on:
+    the driver starts every worker here, and rank 0 serves the rendezvous store), else None."""
+    if config.workers > max_workers():
+        return (
+            f"workers={config.workers}: this machine runs at most {max_workers()} (two per core, "
+            f"{os.cpu_count()} cores)"
+        )
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(3.0)
+            s.bind((config.rendezvous, 0))
+    except OSError as exc:
+        return f"rendezvous {config.rendezvous!r} does not answer here ({exc.strerror or exc})"
+    return None
 
 
 def free_port(host: str) -> int:
