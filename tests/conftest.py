@@ -25,13 +25,25 @@ LONG_TESTS = "ICLRBENCH_LONG_TESTS"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the ``long`` tests (a minute or more each) unless ``ICLRBENCH_LONG_TESTS=1`` or ``-m`` names
-    them: they would double ``make test``'s time on 2 cores, and CI runs them."""
-    if os.environ.get(LONG_TESTS) == "1" or "long" in (config.getoption("-m") or ""):
-        return
+    """Skip the ``long`` tests (a minute or more each) unless asked for: a long *timing* (under
+    ``tests/perf``) runs when benchmarks do (``make perf``); any other long test under
+    ``ICLRBENCH_LONG_TESTS=1`` (CI) or when ``-m`` names it. Together they would double ``make test``'s
+    time on 2 cores."""
+    named = "long" in (config.getoption("-m") or "")
+    benchmarking = bool(config.getoption("benchmark_enable", False)) or not config.getoption(
+        "benchmark_disable", False
+    )
+    long_tests = os.environ.get(LONG_TESTS) == "1" or named
+    perf = Path(__file__).parent / "perf"
+    timing = pytest.mark.skip(reason="a long timing: make perf runs it (pytest-benchmark enabled)")
     skip = pytest.mark.skip(reason=f"long (a minute or more): {LONG_TESTS}=1 runs it, as CI does")
     for item in items:
-        if item.get_closest_marker("long") is not None:
+        if item.get_closest_marker("long") is None:
+            continue
+        if perf in Path(str(item.path)).parents:
+            if not (benchmarking or named):
+                item.add_marker(timing)
+        elif not long_tests:
             item.add_marker(skip)
 
 
