@@ -25,7 +25,7 @@ import numpy as np
 
 from iclrbench.algorithms import conformal as cp
 from iclrbench.core.algorithm import Algorithm
-from iclrbench.core.decision import Evidence, combine, compare_runs, empty, threshold
+from iclrbench.core.decision import Evidence, combine, compare_runs, empty, mean_metric, threshold
 from iclrbench.core.result import RunResult
 from iclrbench.core.seeding import rng_for
 from iclrbench.core.task import (
@@ -101,10 +101,6 @@ def _by_scenario(
     return out
 
 
-def _mean(runs: list[RunResult], metric: str) -> float:
-    return round(float(np.mean([r.metrics.get(metric, np.nan) for r in runs])), 4) if runs else float("nan")
-
-
 def judge_control(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
     """Per scenario: split CP's mean violation lies above c (the scenario is one where CP violates), and
     Conformal Fairness's lies at or below c + 0.02 with marginal coverage >= 1 - alpha - 0.005; each on
@@ -133,7 +129,8 @@ def judge_control(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any
         )
         figures[label] = {
             name: {
-                m: _mean(rs, m) for m in ("fairness_violation", "satisfied_fraction", "coverage", "set_size")
+                m: mean_metric(rs, m)
+                for m in ("fairness_violation", "satisfied_fraction", "coverage", "set_size")
             }
             for name, rs in runs.items()
         }
@@ -190,9 +187,11 @@ def judge_size(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
             [r.metrics["fairness_violation"] for r in split], ">", c, quantity="split-cp violation"
         )
         figures[label] = {
-            "set_size_price_over_split_cp": round(_mean(fair, "set_size") - _mean(split, "set_size"), 4),
-            "violation": {n: _mean(rs, "fairness_violation") for n, rs in runs.items()},
-            "set_size": {n: _mean(rs, "set_size") for n, rs in runs.items()},
+            "set_size_price_over_split_cp": round(
+                mean_metric(fair, "set_size") - mean_metric(split, "set_size"), 4
+            ),
+            "violation": {n: mean_metric(rs, "fairness_violation") for n, rs in runs.items()},
+            "set_size": {n: mean_metric(rs, "set_size") for n, rs in runs.items()},
         }
         if (
             precondition.verdict != "reproduced"

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from iclrbench.core.algorithm import Algorithm
-from iclrbench.core.decision import combine, compare_runs, empty
+from iclrbench.core.decision import combine, compare_runs, empty, mean_metric
 from iclrbench.core.result import RunResult
 from iclrbench.core.task import (
     Budget,
@@ -170,10 +170,6 @@ def _by(groups: list[list[RunResult]], overrides: dict[str, Any]) -> dict[str, l
     return out
 
 
-def _mean(runs: list[RunResult], metric: str) -> float:
-    return round(float(np.mean([r.metrics[metric] for r in runs])), 4) if runs else float("nan")
-
-
 def penalty_requests(budget: str) -> list[RunRequest]:
     s = _seeds(budget)
     return [RunRequest(a, dict(o), s) for o in (FAULT, CLEAN) for a in ("edit", "diloco")]
@@ -201,10 +197,10 @@ def judge_penalty(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any
     }
     return combine(
         parts,
-        loss_spike={n: _mean(r, "loss_spike") for n, r in fault.items()},
-        flagged={n: _mean(r, "flagged") for n, r in fault.items()},
-        val_loss_clean={n: _mean(r, "val_loss") for n, r in clean.items()},
-        val_loss_fault={n: _mean(r, "val_loss") for n, r in fault.items()},
+        loss_spike={n: mean_metric(r, "loss_spike") for n, r in fault.items()},
+        flagged={n: mean_metric(r, "flagged") for n, r in fault.items()},
+        val_loss_clean={n: mean_metric(r, "val_loss") for n, r in clean.items()},
+        val_loss_fault={n: mean_metric(r, "val_loss") for n, r in fault.items()},
     )
 
 
@@ -225,9 +221,9 @@ def judge_straggler(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, A
     }
     return combine(
         parts,
-        time_to_target={n: _mean(r, "time_to_target") for n, r in runs.items()},
-        reached_target={n: _mean(r, "reached_target") for n, r in runs.items()},
-        val_loss={n: _mean(r, "val_loss") for n, r in runs.items()},
+        time_to_target={n: mean_metric(r, "time_to_target") for n, r in runs.items()},
+        reached_target={n: mean_metric(r, "reached_target") for n, r in runs.items()},
+        val_loss={n: mean_metric(r, "val_loss") for n, r in runs.items()},
     )
 
 
@@ -245,7 +241,9 @@ def judge_bytes(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]
         return empty("no ddp run")
     ddp = np.mean([r.metrics["kb_per_step"] for r in runs["ddp"]])
     tau = runs["ddp"][0].config["tau"]
-    ratios = {m: round(float(ddp / _mean(runs[m], "kb_per_step")), 3) for m in LOCAL_METHODS if runs.get(m)}
+    ratios = {
+        m: round(float(ddp / mean_metric(runs[m], "kb_per_step")), 3) for m in LOCAL_METHODS if runs.get(m)
+    }
     if len(ratios) < len(LOCAL_METHODS):
         return empty("a local-SGD method has no run", ratios=ratios)
     worst = min(float(ddp / r.metrics["kb_per_step"]) for m in LOCAL_METHODS for r in runs[m])
@@ -255,7 +253,7 @@ def judge_bytes(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]
         "ratios": ratios,
         "worst_ratio": round(worst, 3),
         "ddp_kb_per_step": round(float(ddp), 2),
-        "control_kb": {m: _mean(runs[m], "control_kb") for m in LOCAL_METHODS},
+        "control_kb": {m: mean_metric(runs[m], "control_kb") for m in LOCAL_METHODS},
     }
 
 

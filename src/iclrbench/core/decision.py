@@ -220,6 +220,13 @@ def metric_values(runs: Sequence[RunResult], metric: str) -> dict[int, float]:
     return {r.seed: float(r.metrics.get(metric, float("nan"))) for r in runs if r.status == "ok"}
 
 
+def mean_metric(runs: Sequence[RunResult], metric: str) -> float:
+    """The mean of ``metric`` over the successful runs, to 4 decimals (NaN without one): a figure a claim
+    reports beside its evidence, not evidence itself."""
+    values = list(metric_values(runs, metric).values())
+    return round(float(np.mean(values)), 4) if values else float("nan")
+
+
 def compare_runs(
     a: Sequence[RunResult],
     b: Sequence[RunResult],
