@@ -1,0 +1,265 @@
+"""icl-circuit's world (Cho et al., ICLR 2025, "Revisiting in-context learning inference circuit in large
+language models"): in-context classification episodes laid out as the paper's prompts,
+``x1 s1 y1 ... xk sk yk xq sq`` (``s`` the forerunner token before each label), and the small causal
+transformer trained on them from scratch, whose attention can be masked link by link.
+
+Episodes: ``topics`` latent topics each own ``topic_words`` tokens; an input ``x`` is a bag of ``x_len``
+tokens of one topic. Each episode draws ``classes`` topics and a fresh topic -> label-word mapping (from
+``label_words`` label tokens), ``k`` demonstrations and a query whose class appears among them: the label
+can only come from the context. Position roles (x, s, y, xq, sq) are fixed by the layout, so masks and
+read-outs index positions directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from iclrbench.core.config import param
+from iclrbench.core.seeding import seed_for
+
+TASK_ID = "icl-circuit"
+MASKS = ("none", "xi_to_si", "xq_to_sq", "si_to_yi", "yi_to_sq", "si_to_si")
+
+
+@dataclasses.dataclass(frozen=True)
+class IclCircuitConfig:
+    subject: str = param("tiny", "the model analysed: tiny (trained here from scratch)", choices=("tiny",))
+    k: int = param(4, "demonstrations per episode", low=1, high=16)
+    classes: int = param(3, "classes per episode (chance = 1 / classes)", low=2, high=8)
+    topics: int = param(12, "latent topics of the inputs", low=2)
+    topic_words: int = param(8, "tokens per topic", low=1)
+    label_words: int = param(8, "label tokens an episode's classes are named by", low=2)
+    x_len: int = param(3, "tokens per input", low=1, high=16)
+    layers: str = param("upper", "layer range masked: lower, upper, all, none or 'a-b' (0-based, inclusive)")
+    episodes: int = param(1000, "test episodes per run", low=10)
+    d_model: int = param(128, "tiny: width (<= 256)", low=32, high=256)
+    n_layers: int = param(4, "tiny: transformer blocks", low=2, high=8)
+    heads: int = param(4, "tiny: attention heads", low=1)
+    train_steps: int = param(3000, "tiny: training steps (AdamW, batch 128)", low=10)
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of heads ({self.heads})")
+        if self.classes > min(self.topics, self.label_words):
+            raise ValueError(f"classes ({self.classes}) exceed topics or label_words")
+        layer_range(self)  # a range outside the model is one line, exit 2
+
+    @property
+    def vocab(self) -> int:
+        return self.topics * self.topic_words + self.label_words + 1
+
+    @property
+    def forerunner(self) -> int:
+        return self.vocab - 1
+
+    @property
+    def seq_len(self) -> int:
+        return (self.k + 1) * (self.x_len + 2) - 1
+
+
+def layer_range(config: IclCircuitConfig) -> tuple[int, ...]:
+    """The masked layers: ``lower`` / ``upper`` half, ``all``, ``none``, or ``a-b`` (inclusive)."""
+    n = config.n_layers
+    spec = config.layers
+    if spec == "lower":
+        return tuple(range(n // 2))
+    if spec == "upper":
+        return tuple(range(n // 2, n))
+    if spec == "all":
+        return tuple(range(n))
+    if spec == "none":
+        return ()
+    try:
+        a, b = (int(v) for v in spec.split("-"))
+    except ValueError:
+        raise ValueError(f"layers: lower, upper, all, none or 'a-b', not {spec!r}") from None
+    if not 0 <= a <= b < n:
+        raise ValueError(f"layers {spec}: the model has layers 0-{n - 1}")
+    return tuple(range(a, b + 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Positions of each role in a prompt (the same for every episode of a config)."""
+
+    x: np.ndarray  # (k, x_len) demonstration inputs
+    s: np.ndarray  # (k,) forerunners
+    y: np.ndarray  # (k,) labels
+    xq: np.ndarray  # (x_len,) query input
+    sq: int  # the query's forerunner: the prediction position
+
+
+def layout(config: IclCircuitConfig) -> Layout:
+    block = config.x_len + 2
+    starts = np.arange(config.k) * block
+    x = starts[:, None] + np.arange(config.x_len)[None, :]
+    q = config.k * block
+    return Layout(
+        x, starts + config.x_len, starts + config.x_len + 1, q + np.arange(config.x_len), q + config.x_len
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Episodes:
+    ids: np.ndarray  # (n, seq_len) prompts ending at sq
+    demo_classes: np.ndarray  # (n, k) class index of each demonstration
+    query_class: np.ndarray  # (n,)
+    label_tokens: np.ndarray  # (n, classes) the token naming each class in this episode
+    topic: np.ndarray  # (n, k + 1) topic of each demonstration and of the query
+
+    @property
+    def answer(self) -> np.ndarray:
+        return self.label_tokens[np.arange(len(self.ids)), self.query_class]
+
+
+def sample_episodes(config: IclCircuitConfig, n: int, rng: np.random.Generator) -> Episodes:
+    """``n`` episodes (vectorised): fresh topics and label mapping each; the query's class among the demos."""
+    c, k = config.classes, config.k
+    topics = np.argsort(rng.random((n, config.topics)), axis=1)[:, :c]  # the episode's class topics
+    labels = (
+        np.argsort(rng.random((n, config.label_words)), axis=1)[:, :c] + config.topics * config.topic_words
+    )
+    demo = rng.integers(c, size=(n, k))
+    query = demo[np.arange(n), rng.integers(k, size=n)]  # a class that a demonstration shows
+    classes = np.concatenate([demo, query[:, None]], axis=1)  # (n, k + 1)
+    topic = np.take_along_axis(topics, classes, axis=1)
+    words = rng.integers(config.topic_words, size=(n, k + 1, config.x_len))
+    x = topic[:, :, None] * config.topic_words + words
+    ids = np.full((n, k + 1, config.x_len + 2), config.forerunner, dtype=np.int64)
+    ids[:, :, : config.x_len] = x
+    ids[:, :, config.x_len + 1] = np.take_along_axis(labels, classes, axis=1)
+    flat = ids.reshape(n, -1)[:, : config.seq_len]
+    return Episodes(flat, demo, query, labels, topic)
+
+
+def episode_rng(seed: int, what: str) -> np.random.Generator:
+    return np.random.default_rng(seed_for(seed, TASK_ID, what))
+
+
+# ------------------------------------------------------------------------------------------------- masks
+def mask_links(name: str, config: IclCircuitConfig) -> list[tuple[int, int]]:
+    """The (query, key) attention links a mask blocks, as the paper's ``util/ablation_study.py`` builds
+    them: ``a_to_b`` cuts the flow of information from role ``a`` into role ``b`` (``b`` may not attend
+    ``a``). ``xi_to_si``: every forerunner (s_q too) from its own input; ``xq_to_sq``: s_q from x_q and
+    from itself; ``si_to_yi``: each y_i from its s_i; ``yi_to_sq``: s_q from every y_i; ``si_to_si``:
+    every forerunner from every forerunner up to itself (the diagonal too)."""
+    lay = layout(config)
+    forerunners = [*map(int, lay.s), lay.sq]
+    inputs = [*[list(map(int, x)) for x in lay.x], list(map(int, lay.xq))]
+    if name == "xi_to_si":
+        return [(s, x) for s, xs in zip(forerunners, inputs, strict=True) for x in xs]
+    if name == "xq_to_sq":
+        return [(lay.sq, x) for x in map(int, lay.xq)] + [(lay.sq, lay.sq)]
+    if name == "si_to_yi":
+        return [(int(y), int(s)) for s, y in zip(lay.s, lay.y, strict=True)]
+    if name == "yi_to_sq":
+        return [(lay.sq, int(y)) for y in lay.y]
+    if name == "si_to_si":
+        return [(b, a) for j, b in enumerate(forerunners) for a in forerunners[: j + 1]]
+    if name == "none":
+        return []
+    raise ValueError(f"mask: one of {', '.join(MASKS)}, not {name!r}")
+
+
+def random_links(count: int, config: IclCircuitConfig, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """The control: ``count`` causal links drawn uniformly (the diagonal included, as in the paper's
+    control; never the first token's only link, so no row is left empty)."""
+    t = config.seq_len
+    pairs = [(q, kk) for q in range(1, t) for kk in range(q + 1)]
+    chosen = rng.choice(len(pairs), size=min(count, len(pairs)), replace=False)
+    return [pairs[i] for i in sorted(chosen)]
+
+
+def blocked_matrix(links: list[tuple[int, int]], config: IclCircuitConfig) -> np.ndarray:
+    out = np.zeros((config.seq_len, config.seq_len), dtype=bool)
+    for q, kk in links:
+        out[q, kk] = True
+    full = np.tril(out).sum(1) == np.arange(1, config.seq_len + 1)  # a row with nothing left to attend
+    out[full, np.flatnonzero(full)] = False  # keeps its own token
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- model
+def make_model(config: IclCircuitConfig) -> Any:
+    """A pre-norm causal transformer whose layers take a boolean ``blocked`` (T, T) mask each and can
+    return their attention weights and hidden states (the analyses read both)."""
+    import torch
+    from torch import nn
+
+    class Layer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            d, h = config.d_model, config.heads
+            self.h, self.dh = h, d // h
+            self.norm1, self.norm2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x: torch.Tensor, blocked: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            b, t, d = x.shape
+            q, kk, v = self.qkv(self.norm1(x)).view(b, t, 3, self.h, self.dh).permute(2, 0, 3, 1, 4)
+            scores = q @ kk.transpose(-1, -2) / self.dh**0.5
+            scores = scores.masked_fill(blocked, float("-inf"))
+            attn = scores.softmax(-1)
+            x = x + self.proj((attn @ v).transpose(1, 2).reshape(b, t, d))
+            return x + self.mlp(self.norm2(x)), attn
+
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tokens = nn.Embedding(config.vocab, config.d_model)
+            self.positions = nn.Embedding(config.seq_len, config.d_model)
+            self.layers = nn.ModuleList(Layer() for _ in range(config.n_layers))
+            self.norm = nn.LayerNorm(config.d_model)
+            self.out = nn.Linear(config.d_model, config.vocab)
+
+        def forward(
+            self, ids: torch.Tensor, masks: dict[int, torch.Tensor] | None = None
+        ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+            """Logits (B, T, V), hidden states after each layer, attention (B, H, T, T) of each layer.
+            ``masks[layer]``: extra blocked links (T, T) or (B, T, T), on top of the causal mask."""
+            t = ids.shape[1]
+            causal = torch.ones(t, t, dtype=torch.bool).triu(1)
+            x = self.tokens(ids) + self.positions(torch.arange(t))
+            hidden, attention = [], []
+            for i, layer in enumerate(self.layers):
+                blocked = causal
+                if masks and i in masks:
+                    extra = masks[i]
+                    blocked = causal | (extra[:, None] if extra.dim() == 3 else extra)
+                x, attn = layer(x, blocked)
+                hidden.append(x)
+                attention.append(attn)
+            return self.out(self.norm(x)), hidden, attention
+
+    return Model()
+
+
+def train_tiny(config: IclCircuitConfig, log: Any = None) -> Any:
+    """Train the tiny subject from scratch (seeded: the same config gives the same weights): AdamW
+    (lr 1e-3, weight decay 0.01), batch 128, cross-entropy at every forerunner (s_i predicts y_i, s_q the
+    answer). Returns the model in eval mode."""
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(seed_for(0, TASK_ID, "tiny-init") % 2**63)
+    model = make_model(config)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    rng = episode_rng(0, "tiny-train")
+    lay = layout(config)
+    positions = torch.tensor([*lay.s, lay.sq])
+    for step in range(config.train_steps):
+        batch = sample_episodes(config, 128, rng)
+        ids = torch.from_numpy(batch.ids)
+        targets = torch.cat([ids[:, lay.y], torch.from_numpy(batch.answer)[:, None]], 1)
+        logits, _, _ = model(ids)
+        loss = F.cross_entropy(logits[:, positions].reshape(-1, config.vocab), targets.reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        if log is not None and (step + 1) % 250 == 0:
+            log(step + 1, float(loss))
+    return model.eval()
