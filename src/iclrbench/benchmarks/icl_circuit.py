@@ -23,8 +23,6 @@ import json
 import time
 from typing import Any
 
-import numpy as np
-
 from iclrbench.core.algorithm import Algorithm
 from iclrbench.core.cache import cache_root
 from iclrbench.core.task import Budget, Curve, Metric, Outcome, Paper, Requirement, Task
