@@ -14,6 +14,7 @@ from iclrbench.core.config import param
 from iclrbench.envs.icl_circuit import (
     MASKS,
     TASK_ID,
+    Episodes,
     IclCircuitConfig,
     blocked_matrix,
     layer_range,
@@ -23,19 +24,25 @@ from iclrbench.envs.icl_circuit import (
 
 
 class Ablation(Algorithm):
-    """Base: ``masks()`` gives the blocked (T, T) links per masked layer."""
+    """Base: ``masks(episodes)`` gives, per masked layer, the attention links to cut: one (T, T) boolean
+    matrix when every episode shares a layout, else one per episode (B, T, T)."""
 
     config: IclCircuitConfig
     links_of: str = "none"
 
-    def links(self) -> list[tuple[int, int]]:
-        return mask_links(self.links_of, self.config)
+    def links(self, episodes: Episodes, i: int) -> list[tuple[int, int]]:
+        return mask_links(self.links_of, episodes.roles, i)
 
-    def masks(self) -> dict[int, np.ndarray]:
-        links = self.links()
-        if not links:
+    def masks(self, episodes: Episodes) -> dict[int, np.ndarray]:
+        layers = layer_range(self.config)
+        if self.links_of == "none" or not layers:
             return {}
-        return {layer: blocked_matrix(links, self.config) for layer in layer_range(self.config)}
+        t = episodes.ids.shape[1]
+        if episodes.roles.shared:
+            blocked = blocked_matrix(self.links(episodes, 0), t)
+        else:
+            blocked = np.stack([blocked_matrix(self.links(episodes, i), t) for i in range(len(episodes))])
+        return dict.fromkeys(layers, blocked)
 
 
 def _mask_class(mask: str, role: str) -> type[Ablation]:
@@ -60,13 +67,20 @@ class RandomControlParams:
 
 @register_algorithm(task=TASK_ID, name="random-control", role="baseline")
 class RandomControl(Ablation):
-    """As many random causal links as ``like`` cuts, drawn per layer (the paper's control)."""
+    """As many random causal links as ``like`` cuts, drawn per layer (the paper's control; per episode too
+    where the prompts' layouts differ)."""
 
     Params = RandomControlParams
 
-    def masks(self) -> dict[int, np.ndarray]:
-        count = len(mask_links(self.params.like, self.config))
+    def masks(self, episodes: Episodes) -> dict[int, np.ndarray]:
+        roles, t = episodes.roles, episodes.ids.shape[1]
+
+        def draw(i: int) -> np.ndarray:
+            count = len(mask_links(self.params.like, roles, i))
+            return blocked_matrix(random_links(count, int(roles.length[i]), self.rng), t)
+
+        if roles.shared:  # one draw per layer, as the paper's control
+            return {layer: draw(0) for layer in layer_range(self.config)}
         return {
-            layer: blocked_matrix(random_links(count, self.config, self.rng), self.config)
-            for layer in layer_range(self.config)
+            layer: np.stack([draw(i) for i in range(len(episodes))]) for layer in layer_range(self.config)
         }

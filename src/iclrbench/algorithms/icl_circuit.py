@@ -13,32 +13,63 @@ from one forward pass with hidden states and attention, and the attention-mask a
   ``sum_{i: y_i = y_q} A(s_q -> y_i) - sum_{i: y_i != y_q} A(s_q -> y_i)`` (the paper's
   ``util/induction_evaluation.py``), per layer (the largest head's mean).
 - Accuracy: the argmax of the label words' logits at s_q, over the episode's classes.
+
+The read-outs work on a :class:`Trace`, the few positions of hidden states and attention they need,
+gathered per batch by the subject (:mod:`iclrbench.models.icl_subjects`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
-from iclrbench.envs.icl_circuit import Episodes, IclCircuitConfig, layout
+from iclrbench.envs.icl_circuit import Episodes
 
 
-def forward(
-    model: Any, episodes: Episodes, masks: dict[int, np.ndarray] | None = None
-) -> tuple[Any, Any, Any]:
+@dataclasses.dataclass(frozen=True)
+class Trace:
+    """What the analyses read from one forward pass over ``B`` episodes (a subject's hooks gather it
+    batch by batch, so the full (B, H, T, T) attention of every layer is never held at once)."""
+
+    label_logits: np.ndarray  # (B, C) logits at s_q of the words naming the episode's classes
+    sq_hidden: np.ndarray  # (L, B, d) s_q's hidden state after each layer
+    merge: np.ndarray  # (L, B, H, k) attention y_i -> s_i
+    retrieve: np.ndarray  # (L, B, H, k) attention s_q -> y_i
+
+    @staticmethod
+    def join(parts: list[Trace]) -> Trace:
+        return Trace(
+            np.concatenate([p.label_logits for p in parts]),
+            np.concatenate([p.sq_hidden for p in parts], axis=1),
+            np.concatenate([p.merge for p in parts], axis=1),
+            np.concatenate([p.retrieve for p in parts], axis=1),
+        )
+
+
+def gather(logits: Any, hidden: list[Any], attention: list[Any], episodes: Episodes) -> Trace:
+    """A :class:`Trace` from a pass's logits (B, T, V), hidden states (B, T, d) and attention (B, H, T, T)
+    per layer, at each episode's own role positions."""
     import torch
 
-    with torch.no_grad():
-        extra = {i: torch.from_numpy(m) for i, m in (masks or {}).items()}
-        return model(torch.from_numpy(episodes.ids), extra or None)
+    roles = episodes.roles
+    b = torch.arange(len(episodes))
+    rows, s, y = b[:, None], torch.from_numpy(roles.s), torch.from_numpy(roles.y)
+    sq = torch.from_numpy(roles.sq)
+    at_sq = logits[b, sq].float().numpy()  # (B, V)
+    return Trace(
+        np.take_along_axis(at_sq, episodes.label_tokens, axis=1),
+        np.stack([h[b, sq].float().numpy() for h in hidden]),
+        # indices split by a slice put their own axes first: (B, k, H) -> (B, H, k)
+        np.stack([a[rows, :, y, s].float().numpy().transpose(0, 2, 1) for a in attention]),
+        np.stack([a[rows, :, sq[:, None], y].float().numpy().transpose(0, 2, 1) for a in attention]),
+    )
 
 
-def accuracy(logits: Any, episodes: Episodes, config: IclCircuitConfig) -> float:
+def accuracy(trace: Trace, episodes: Episodes) -> float:
     """Share of episodes whose label word with the highest logit at s_q names the query's class."""
-    sq = layout(config).sq
-    scores = np.take_along_axis(logits[:, sq].numpy(), episodes.label_tokens, axis=1)
-    return float((scores.argmax(1) == episodes.query_class).mean())
+    return float((trace.label_logits.argmax(1) == episodes.query_class).mean())
 
 
 def kernel_alignment(a: np.ndarray, b: np.ndarray, k: int) -> float:
@@ -51,7 +82,8 @@ def kernel_alignment(a: np.ndarray, b: np.ndarray, k: int) -> float:
         return np.argsort(-sim, axis=1, kind="stable")[:, :k]
 
     na, nb = neighbours(a), neighbours(b)
-    return float(np.mean([len(set(x) & set(y)) / k for x, y in zip(na, nb, strict=True)]))
+    hits = (na[:, :, None] == nb[:, None, :]).any(-1).sum(1)
+    return float((hits / k).mean())
 
 
 def centroid_accuracy(features: np.ndarray, labels: np.ndarray) -> float:
@@ -63,48 +95,36 @@ def centroid_accuracy(features: np.ndarray, labels: np.ndarray) -> float:
     return float((classes[d.argmin(1)] == labels[half:]).mean())
 
 
-def bag_of_words(episodes: Episodes, config: IclCircuitConfig) -> np.ndarray:
-    xq = episodes.ids[:, layout(config).xq]
-    out = np.zeros((len(xq), config.vocab))
-    np.add.at(out, (np.arange(len(xq))[:, None], xq), 1.0)
+def bag_of_words(episodes: Episodes) -> np.ndarray:
+    """Each query input as counts over the tokens that occur in any query (the reference similarity)."""
+    roles = episodes.roles
+    spans = [episodes.ids[i, roles.x_start[i, -1] : roles.x_end[i, -1]] for i in range(len(episodes))]
+    vocab, index = np.unique(np.concatenate(spans), return_inverse=True)
+    out = np.zeros((len(spans), len(vocab)))
+    offsets = np.cumsum([0, *map(len, spans)])
+    for i in range(len(spans)):
+        np.add.at(out[i], index[offsets[i] : offsets[i + 1]], 1.0)
     return out
 
 
-def step1(
-    hidden: list[Any], episodes: Episodes, config: IclCircuitConfig, k: int = 64
-) -> tuple[list[float], list[float]]:
+def step1(trace: Trace, episodes: Episodes, k: int = 64) -> tuple[list[float], list[float]]:
     """Per layer: kernel alignment of s_q's hidden states with the inputs' bag of words, and the
     nearest-centroid accuracy of the query's topic from them."""
-    sq = layout(config).sq
-    reference = bag_of_words(episodes, config)
+    reference = bag_of_words(episodes)
     topic = episodes.topic[:, -1]
     k = min(k, len(topic) - 1)
-    alignment, centroid = [], []
-    for h in hidden:
-        states = h[:, sq].numpy()
-        alignment.append(kernel_alignment(states, reference, k))
-        centroid.append(centroid_accuracy(states, topic))
+    alignment = [kernel_alignment(h, reference, k) for h in trace.sq_hidden]
+    centroid = [centroid_accuracy(h, topic) for h in trace.sq_hidden]
     return alignment, centroid
 
 
-def step2(attention: list[Any], config: IclCircuitConfig) -> list[float]:
+def step2(trace: Trace) -> list[float]:
     """Per layer: the largest head's mean attention of y_i to its s_i."""
-    lay = layout(config)
-    out = []
-    for a in attention:  # (B, H, T, T)
-        share = a[:, :, lay.y, lay.s].mean(-1).mean(0)  # (H,)
-        out.append(float(share.max()))
-    return out
+    return [float(m.mean(axis=(0, 2)).max()) for m in trace.merge]
 
 
-def step3(attention: list[Any], episodes: Episodes, config: IclCircuitConfig) -> list[float]:
+def step3(trace: Trace, episodes: Episodes) -> list[float]:
     """Per layer: the largest head's mean correct-induction score at s_q."""
-    lay = layout(config)
     same = episodes.demo_classes == episodes.query_class[:, None]  # (B, k)
-    sign = np.where(same, 1.0, -1.0)
-    out = []
-    for a in attention:
-        to_labels = a[:, :, lay.sq, lay.y].numpy()  # (B, H, k)
-        score = (to_labels * sign[:, None, :]).sum(-1).mean(0)  # (H,)
-        out.append(float(score.max()))
-    return out
+    sign = np.where(same, 1.0, -1.0)[:, None, :]
+    return [float((r * sign).sum(-1).mean(0).max()) for r in trace.retrieve]

@@ -1,75 +1,191 @@
 """icl-circuit: Cho et al., "Revisiting in-context learning inference circuit in large language models",
-ICLR 2025.
+ICLR 2025 (arXiv:2410.04468).
 
-One run = one (subject, ablation, layer range, seed): the subject (the tiny transformer trained here from
-scratch on in-context classification episodes, :mod:`iclrbench.envs.icl_circuit`, cached by its config)
-reads ``episodes`` test episodes drawn by the seed, once unablated and once under the algorithm's masks
+One run = one (subject, ablation, layer range, seed): the subject (:mod:`iclrbench.models.icl_subjects`:
+the tiny transformer trained here from scratch, or SmolLM2-135M-Instruct on text prompts) reads
+``episodes`` test episodes drawn by the seed, once unablated and once under the algorithm's masks
 (:mod:`iclrbench.algorithms.icl_ablations`) on the config's layer range; the step read-outs
-(:mod:`iclrbench.algorithms.icl_circuit`) come from the masked pass.
+(:mod:`iclrbench.algorithms.icl_circuit`) come from the masked pass. The analyses run only when the
+unablated subject beats chance by ``min_above_chance``; otherwise the run fails, saying so.
 
 Metrics: ``accuracy`` (primary: label-word argmax at s_q under the masks), ``accuracy_drop`` (unablated
-minus masked, on the same episodes), ``unablated_accuracy``, ``chance`` (1 / classes),
-``kernel_alignment_rise`` (the query forerunner's kernel alignment at the middle layer minus at the first),
-``centroid_accuracy_lower`` (the best topic-centroid accuracy over the lower half, before the label is
-read), ``merge_attention`` (step 2, the largest layer's), ``correct_induction`` (step 3, the largest
+minus masked, on the same episodes), ``above_chance`` (masked accuracy minus chance), ``unablated_accuracy``,
+``chance`` (1 / classes), ``kernel_alignment_rise`` (s_q's kernel alignment at the last lower-half layer
+minus the first layer's), ``centroid_above_chance`` (the best topic-centroid accuracy of s_q over the lower
+half, before the label is read, minus 1 / topics), ``encode_layer`` (the first layer whose centroid
+accuracy reaches 90% of its best), ``induction_layer`` (the layer with the largest correct-induction
+score), ``merge_attention`` (step 2, the largest layer's), ``correct_induction`` (step 3, the largest
 layer's), ``seconds``; curves per layer.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import json
+import sys
 import time
 from typing import Any
 
+import numpy as np
+
 from iclrbench.core.algorithm import Algorithm
-from iclrbench.core.cache import cache_root
-from iclrbench.core.task import Budget, Curve, Metric, Outcome, Paper, Requirement, Task
-from iclrbench.envs.icl_circuit import (
-    TASK_ID,
-    IclCircuitConfig,
-    episode_rng,
-    layer_range,
-    sample_episodes,
-    train_tiny,
+from iclrbench.core.decision import Evidence, combine, empty, mean_metric, threshold
+from iclrbench.core.result import RunResult
+from iclrbench.core.task import (
+    Budget,
+    Claim,
+    Curve,
+    Metric,
+    Outcome,
+    Paper,
+    Requirement,
+    RunRequest,
+    Task,
+    Verdict,
+    ok_runs,
 )
+from iclrbench.envs.icl_circuit import TASK_ID, IclCircuitConfig, episode_rng, layer_range
 
-#: config keys that change the trained subject (the others only change what is measured)
-SUBJECT_KEYS = (
-    "k",
-    "classes",
-    "topics",
-    "topic_words",
-    "label_words",
-    "x_len",
-    "d_model",
-    "n_layers",
-    "heads",
-    "train_steps",
-)
+CLAIM_SEEDS = {"smoke": (0, 1), "small": tuple(range(5)), "paper": tuple(range(10))}
+CHANCE_BAND = 0.03  # "drops accuracy to chance (1/C +- 3 points)"
+SMALL_COST = 0.05  # "... each cost under 5 points"
+BYPASS_MARGIN = 0.05  # accuracy this far above chance under a mask counts as surviving it
 
 
-def subject(config: IclCircuitConfig) -> Any:
-    """The trained tiny subject, from the cache (trained once per subject config, under a file lock so
-    parallel runs wait for one training)."""
-    import torch
+class BelowChance(RuntimeError):
+    """The unablated subject does not beat chance by ``min_above_chance``: nothing to analyse."""
 
-    from iclrbench.envs.icl_circuit import make_model
 
-    key = json.dumps({k: getattr(config, k) for k in SUBJECT_KEYS}, sort_keys=True)
-    path = cache_root() / TASK_ID / f"tiny-{hashlib.sha256(key.encode()).hexdigest()[:16]}.pt"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with (path.parent / (path.name + ".lock")).open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not path.exists():
-            model = train_tiny(config)
-            tmp = path.with_suffix(".tmp")
-            torch.save(model.state_dict(), tmp)
-            tmp.replace(path)
-    model = make_model(config)
-    model.load_state_dict(torch.load(path, weights_only=True))  # tensors only: no pickle of code
-    return model.eval()
+# ------------------------------------------------------------------------------------------------ claims
+def _seeds(budget: str) -> tuple[int, ...]:
+    return CLAIM_SEEDS.get(budget, CLAIM_SEEDS["small"])
+
+
+def _runs(groups: list[list[RunResult]], algorithm: str, layers: str) -> list[RunResult]:
+    return [
+        r
+        for runs in groups
+        for r in ok_runs(runs)
+        if r.algorithm == algorithm and r.config.get("layers") == layers
+    ]
+
+
+def _values(runs: list[RunResult], metric: str) -> list[float]:
+    return [float(r.metrics[metric]) for r in sorted(runs, key=lambda r: r.seed)]
+
+
+def to_chance_requests(budget: str) -> list[RunRequest]:
+    s = _seeds(budget)
+    return [
+        RunRequest("yi-to-sq", {"layers": "upper"}, s),
+        RunRequest("yi-to-sq", {"layers": "lower"}, s),
+        RunRequest("random-control", {"layers": "upper"}, s),
+        RunRequest("random-control", {"layers": "lower"}, s),
+    ]
+
+
+def judge_to_chance(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """yi_to_sq masked in the upper half leaves accuracy within CHANCE_BAND of chance (both sides of the
+    band, each on its Student-t interval over seeds); the same mask in the lower half, and the random
+    control (as many random links) in either half, each cost under SMALL_COST of accuracy."""
+    upper, lower = _runs(groups, "yi-to-sq", "upper"), _runs(groups, "yi-to-sq", "lower")
+    control = {h: _runs(groups, "random-control", h) for h in ("upper", "lower")}
+    if min(len(upper), len(lower), *map(len, control.values())) < 2:
+        return empty("fewer than 2 seeds of a yi-to-sq or random-control group")
+    band = _values(upper, "above_chance")
+    parts: dict[str, Evidence] = {
+        f"yi-to-sq upper: accuracy - chance < {CHANCE_BAND}": threshold(
+            band, "<", CHANCE_BAND, quantity="accuracy - chance"
+        ),
+        f"yi-to-sq upper: accuracy - chance > -{CHANCE_BAND}": threshold(
+            band, ">", -CHANCE_BAND, quantity="accuracy - chance"
+        ),
+        f"yi-to-sq lower: accuracy drop < {SMALL_COST}": threshold(
+            _values(lower, "accuracy_drop"), "<", SMALL_COST, quantity="accuracy drop"
+        ),
+    }
+    for half, runs in control.items():
+        parts[f"random-control {half}: accuracy drop < {SMALL_COST}"] = threshold(
+            _values(runs, "accuracy_drop"), "<", SMALL_COST, quantity="accuracy drop"
+        )
+    return combine(
+        parts,
+        unablated_accuracy=mean_metric(upper, "unablated_accuracy"),
+        chance=mean_metric(upper, "chance"),
+        accuracy={
+            "yi-to-sq upper": mean_metric(upper, "accuracy"),
+            "yi-to-sq lower": mean_metric(lower, "accuracy"),
+            **{f"random-control {h}": mean_metric(r, "accuracy") for h, r in control.items()},
+        },
+    )
+
+
+def encode_requests(budget: str) -> list[RunRequest]:
+    return [RunRequest("none", {"layers": "none"}, _seeds(budget))]
+
+
+def judge_encode(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """Unablated: s_q's kernel alignment with the inputs' reference similarity rises over the lower layers
+    (last lower-half layer minus the first > 0), the topic-centroid classifier on s_q beats chance within
+    the lower half, and that encoding comes before the correct-induction peak (induction layer - encode
+    layer > 0)."""
+    runs = _runs(groups, "none", "none")
+    if len(runs) < 2:
+        return empty("fewer than 2 seeds of the unablated subject")
+    layer_gap = [
+        i - e for i, e in zip(_values(runs, "induction_layer"), _values(runs, "encode_layer"), strict=True)
+    ]
+    parts = {
+        "kernel alignment rise over the lower half > 0": threshold(
+            _values(runs, "kernel_alignment_rise"), ">", 0.0, quantity="alignment rise"
+        ),
+        "lower-half centroid accuracy - chance > 0": threshold(
+            _values(runs, "centroid_above_chance"), ">", 0.0, quantity="centroid accuracy - chance"
+        ),
+        "induction layer - encode layer > 0": threshold(layer_gap, ">", 0.0, quantity="layer gap"),
+    }
+    return combine(
+        parts,
+        unablated_accuracy=mean_metric(runs, "unablated_accuracy"),
+        encode_layer=mean_metric(runs, "encode_layer"),
+        induction_layer=mean_metric(runs, "induction_layer"),
+        correct_induction=mean_metric(runs, "correct_induction"),
+        merge_attention=mean_metric(runs, "merge_attention"),
+    )
+
+
+STEP_MASKS = ("si-to-yi", "xi-to-si", "xq-to-sq", "yi-to-sq", "si-to-si")
+
+
+def bypass_requests(budget: str) -> list[RunRequest]:
+    return [RunRequest(a, {"layers": "all"}, _seeds(budget)) for a in STEP_MASKS]
+
+
+def judge_bypass(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """A bypass of step 2 (Cho et al. list bypasses that solve the task in parallel with the circuit):
+    with the semantics merge cut in every layer (si_to_yi: y_i may not read s_i), accuracy stays
+    BYPASS_MARGIN above chance, so label information reaches s_q another way (y_i reading x_i directly).
+    The other step masks in every layer are reported beside it, either way."""
+    merge = _runs(groups, "si-to-yi", "all")
+    if len(merge) < 2:
+        return empty("fewer than 2 seeds of si-to-yi in all layers")
+    parts = {
+        f"si-to-yi all layers: accuracy - chance > {BYPASS_MARGIN}": threshold(
+            _values(merge, "above_chance"), ">", BYPASS_MARGIN, quantity="accuracy - chance"
+        )
+    }
+    return combine(
+        parts,
+        unablated_accuracy=mean_metric(merge, "unablated_accuracy"),
+        chance=mean_metric(merge, "chance"),
+        accuracy_all_layers={
+            name: mean_metric(_runs(groups, name, "all"), "accuracy") for name in STEP_MASKS
+        },
+    )
+
+
+# -------------------------------------------------------------------------------------------------- task
+def _log_training(step: int, loss: float) -> None:
+    if sys.stderr.isatty():
+        print(f"  training the tiny subject: step {step}, loss {loss:.3f}", file=sys.stderr, flush=True)
 
 
 class IclCircuitTask(Task):
@@ -82,64 +198,120 @@ class IclCircuitTask(Task):
     )
     summary = (
         "The three-step inference circuit of in-context learning (encode, merge, retrieve and copy), read "
-        "from hidden states and attention of a transformer trained on in-context classification, and "
-        "ablated by attention masks against random masks of equal size."
+        "from the hidden states and attention of a transformer trained on in-context classification (or "
+        "SmolLM2-135M on text prompts), and ablated by attention masks against random masks of equal size."
     )
     Config = IclCircuitConfig
     budgets = {  # noqa: RUF012  (read-only class data, as in Task)
         "smoke": Budget(
-            "smoke", {"d_model": 64, "train_steps": 200, "episodes": 200}, "an untrained-ish subject"
+            "smoke",
+            {"d_model": 64, "train_steps": 300, "episodes": 200},
+            "a d=64 subject trained 300 steps (~30 s once): above chance by copying the demonstrations' "
+            "labels, before the induction circuit forms",
         ),
-        "small": Budget("small", {}, "the 4-layer d=128 subject (trained once, ~5 min), 1,000 episodes"),
-        "paper": Budget("paper", {"episodes": 5000}, "5,000 episodes"),
+        "small": Budget(
+            "small", {}, "the 4-layer d=128 subject (trained once, ~5 min), 1,000 episodes: ~2 s a run"
+        ),
+        "paper": Budget("paper", {"episodes": 5000}, "the small subject, 5,000 episodes"),
     }
     metrics = (
         Metric("accuracy", True, "", "label-word accuracy at s_q under the masks"),
         Metric("accuracy_drop", False, "", "unablated minus masked accuracy on the same episodes"),
+        Metric("above_chance", True, "", "masked accuracy minus chance"),
         Metric("unablated_accuracy", True, "", "accuracy without masks"),
         Metric("chance", True, "", "1 / classes"),
         Metric(
-            "kernel_alignment_rise", True, "", "s_q's kernel alignment at the middle layer minus the first"
+            "kernel_alignment_rise", True, "", "s_q's kernel alignment, last lower-half layer minus the first"
         ),
-        Metric("centroid_accuracy_lower", True, "", "best topic-centroid accuracy of s_q in the lower half"),
+        Metric("centroid_above_chance", True, "", "best lower-half topic-centroid accuracy of s_q - chance"),
+        Metric("encode_layer", False, "", "first layer whose centroid accuracy reaches 90% of its best"),
+        Metric("induction_layer", True, "", "layer of the largest correct-induction score"),
         Metric("merge_attention", True, "", "step 2: largest per-layer mean attention y_i -> s_i"),
         Metric("correct_induction", True, "", "step 3: largest per-layer correct-induction score at s_q"),
         Metric(
-            "seconds", False, "s", "wall seconds of the run (training excluded when cached)", measured=True
+            "seconds", False, "s", "wall seconds of the run (training excluded once cached)", measured=True
         ),
     )
-    protocol = "Ablation: masks() -> {layer: blocked (T, T) links}"
-    requires = Requirement("icl", ("torch",))  # TODO(next session): the `icl` extra in pyproject
+    protocol = "Ablation: masks(episodes) -> {layer: blocked links, (T, T) or (B, T, T)}"
+    requires = Requirement("icl", ("torch",))
     algorithm_modules = ("iclrbench.algorithms.icl_ablations",)
-    claims = ()
+    claims = (
+        Claim(
+            "yi-to-sq-upper-to-chance",
+            f"Masking yi_to_sq (s_q may not attend the demonstrations' labels) in the upper half of the "
+            f"layers drops accuracy to chance (within {CHANCE_BAND:.0%} points), while the same mask in the "
+            f"lower half and a random mask of as many links in either half each cost under "
+            f"{SMALL_COST:.0%} points. Seeds draw the test episodes (and the control's links) for one "
+            "trained subject.",
+            to_chance_requests,
+            judge_to_chance,
+            # measured at small: the mask leaves 0.898 (chance 0.333; unablated 0.997): s_q still reads the
+            # labels through the tokens after each y_i, which attend to it
+            expected="not_reproduced",
+        ),
+        Claim(
+            "step1-precedes-step3",
+            "The query forerunner's kernel alignment with the inputs' similarity rises over the lower "
+            "layers, a centroid classifier on it beats chance there, before the label is read: the "
+            "encoding layer comes before the correct-induction peak.",
+            encode_requests,
+            judge_encode,
+            expected="reproduced",
+        ),
+        Claim(
+            "merge-bypass",
+            f"A bypass of the semantics merge: with si_to_yi cut in every layer, accuracy stays more than "
+            f"{BYPASS_MARGIN:.0%} points above chance (label information reaches s_q another way); the "
+            "other step masks in every layer are reported beside it.",
+            bypass_requests,
+            judge_bypass,
+            expected="reproduced",
+        ),
+    )
 
     def prepare(self, config: IclCircuitConfig) -> None:
-        subject(config)
+        if config.subject == "tiny":
+            from iclrbench.models.icl_subjects import tiny_weights
+
+            tiny_weights(config, log=_log_training)
 
     def evaluate(self, algorithm: Algorithm, config: IclCircuitConfig, seed: int) -> Outcome:
         from iclrbench.algorithms import icl_circuit as read
         from iclrbench.algorithms.icl_ablations import Ablation
+        from iclrbench.models.icl_subjects import load_subject
 
         if not isinstance(algorithm, Ablation):
             raise TypeError(f"{type(algorithm).__name__} is not an Ablation")
         started = time.perf_counter()
-        model = subject(config)
-        episodes = sample_episodes(config, config.episodes, episode_rng(seed, "test"))
-        plain = read.accuracy(read.forward(model, episodes)[0], episodes, config)
-        logits, hidden, attention = read.forward(model, episodes, algorithm.masks())
-        masked = read.accuracy(logits, episodes, config)
-        alignment, centroid = read.step1(hidden, episodes, config)
-        merge, induction = read.step2(attention, config), read.step3(attention, episodes, config)
-        half = max(1, config.n_layers // 2)
-        layers = [float(i) for i in range(config.n_layers)]
+        subject = load_subject(config)
+        episodes = subject.episodes(config.n_episodes, episode_rng(seed, "test"))
+        chance = 1.0 / config.n_classes
+        plain = read.accuracy(subject.trace(episodes), episodes)
+        if plain < chance + config.min_above_chance:
+            raise BelowChance(
+                f"the {config.subject} subject's unablated accuracy {plain:.3f} does not beat chance "
+                f"{chance:.3f} by {config.min_above_chance}: nothing to analyse"
+                + (" (train longer: --set train_steps=...)" if config.subject == "tiny" else "")
+            )
+        trace = subject.trace(episodes, algorithm.masks(episodes))
+        masked = read.accuracy(trace, episodes)
+        alignment, centroid = read.step1(trace, episodes)
+        merge, induction = read.step2(trace), read.step3(trace, episodes)
+        half = max(1, trace.sq_hidden.shape[0] // 2)
+        topics = len(np.unique(episodes.topic)) if config.subject != "tiny" else config.topics
+        best = max(centroid)
+        layers = [float(i) for i in range(len(centroid))]
         return Outcome(
             metrics={
                 "accuracy": masked,
                 "accuracy_drop": plain - masked,
+                "above_chance": masked - chance,
                 "unablated_accuracy": plain,
-                "chance": 1.0 / config.classes,
+                "chance": chance,
                 "kernel_alignment_rise": alignment[half - 1] - alignment[0],
-                "centroid_accuracy_lower": max(centroid[:half]),
+                "centroid_above_chance": max(centroid[:half]) - 1.0 / topics,
+                "encode_layer": float(next(i for i, c in enumerate(centroid) if c >= 0.9 * best)),
+                "induction_layer": float(np.argmax(induction)),
                 "merge_attention": max(merge),
                 "correct_induction": max(induction),
                 "seconds": time.perf_counter() - started,
@@ -151,7 +323,8 @@ class IclCircuitTask(Task):
                 "correct_induction": Curve(layers, induction, "layer", "correct-induction score at s_q"),
             },
             notes=(
-                f"tiny subject, {config.n_layers} layers; masked layers {list(layer_range(config))}; "
-                f"{config.episodes} episodes, unablated accuracy {plain:.3f}, chance {1 / config.classes:.3f}"
+                f"{config.subject} subject, {len(centroid)} layers; "
+                f"masked layers {list(layer_range(config))}; "
+                f"{config.n_episodes} episodes, unablated accuracy {plain:.3f}, chance {chance:.3f}"
             ),
         )

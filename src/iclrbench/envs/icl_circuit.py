@@ -24,28 +24,67 @@ TASK_ID = "icl-circuit"
 MASKS = ("none", "xi_to_si", "xq_to_sq", "si_to_yi", "yi_to_sq", "si_to_si")
 
 
+SUBJECTS = ("tiny", "smollm2")
+DATASETS = {"sentiment": 2, "topic": 4}  # smollm2's prompt sets and their label counts
+SMOLLM2_LAYERS = 30
+
+
 @dataclasses.dataclass(frozen=True)
 class IclCircuitConfig:
-    subject: str = param("tiny", "the model analysed: tiny (trained here from scratch)", choices=("tiny",))
+    subject: str = param(
+        "tiny",
+        "the model analysed: tiny (trained here) or smollm2 (SmolLM2-135M-Instruct on text prompts)",
+        choices=SUBJECTS,
+    )
+    dataset: str = param(
+        "sentiment",
+        "smollm2: seeded text prompts, sentiment (2 labels) or topic (4)",
+        choices=tuple(DATASETS),
+    )
     k: int = param(4, "demonstrations per episode", low=1, high=16)
-    classes: int = param(3, "classes per episode (chance = 1 / classes)", low=2, high=8)
-    topics: int = param(12, "latent topics of the inputs", low=2)
-    topic_words: int = param(8, "tokens per topic", low=1)
-    label_words: int = param(8, "label tokens an episode's classes are named by", low=2)
-    x_len: int = param(3, "tokens per input", low=1, high=16)
+    classes: int = param(3, "tiny: classes per episode (chance = 1 / classes)", low=2, high=8)
+    topics: int = param(6, "tiny: latent topics of the inputs", low=2)
+    topic_words: int = param(8, "tiny: tokens per topic", low=1)
+    label_words: int = param(4, "tiny: label tokens an episode's classes are named by", low=2)
+    x_len: int = param(3, "tiny: tokens per input", low=1, high=16)
     layers: str = param("upper", "layer range masked: lower, upper, all, none or 'a-b' (0-based, inclusive)")
-    episodes: int = param(1000, "test episodes per run", low=10)
+    episodes: int = param(0, "test episodes per run (0: 1,000 for tiny, 200 for smollm2)", low=0)
+    batch: int = param(0, "episodes per forward pass (0: all at once for tiny, 20 for smollm2)", low=0)
     d_model: int = param(128, "tiny: width (<= 256)", low=32, high=256)
     n_layers: int = param(4, "tiny: transformer blocks", low=2, high=8)
     heads: int = param(4, "tiny: attention heads", low=1)
-    train_steps: int = param(3000, "tiny: training steps (AdamW, batch 128)", low=10)
+    train_steps: int = param(2000, "tiny: training steps (AdamW, batch 128)", low=10)
+    subject_seed: int = param(0, "tiny: seed of the training run (initial weights and batches)", low=0)
+    min_above_chance: float = param(
+        0.15, "the analyses run only when the unablated accuracy beats chance by this much", low=0, high=1
+    )
 
     def __post_init__(self) -> None:
         if self.d_model % self.heads:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of heads ({self.heads})")
         if self.classes > min(self.topics, self.label_words):
             raise ValueError(f"classes ({self.classes}) exceed topics or label_words")
+        if 0 < self.episodes < 10:
+            raise ValueError(f"episodes ({self.episodes}): at least 10, or 0 for the subject's default")
         layer_range(self)  # a range outside the model is one line, exit 2
+
+    @property
+    def n_episodes(self) -> int:
+        return self.episodes or (1000 if self.subject == "tiny" else 200)
+
+    @property
+    def batch_size(self) -> int:
+        return self.batch or (self.n_episodes if self.subject == "tiny" else 20)
+
+    @property
+    def depth(self) -> int:
+        """The analysed model's number of layers."""
+        return self.n_layers if self.subject == "tiny" else SMOLLM2_LAYERS
+
+    @property
+    def n_classes(self) -> int:
+        """Classes per episode of the analysed subject: chance is 1 / n_classes."""
+        return self.classes if self.subject == "tiny" else DATASETS[self.dataset]
 
     @property
     def vocab(self) -> int:
@@ -62,7 +101,7 @@ class IclCircuitConfig:
 
 def layer_range(config: IclCircuitConfig) -> tuple[int, ...]:
     """The masked layers: ``lower`` / ``upper`` half, ``all``, ``none``, or ``a-b`` (inclusive)."""
-    n = config.n_layers
+    n = config.depth
     spec = config.layers
     if spec == "lower":
         return tuple(range(n // 2))
@@ -77,46 +116,71 @@ def layer_range(config: IclCircuitConfig) -> tuple[int, ...]:
     except ValueError:
         raise ValueError(f"layers: lower, upper, all, none or 'a-b', not {spec!r}") from None
     if not 0 <= a <= b < n:
-        raise ValueError(f"layers {spec}: the model has layers 0-{n - 1}")
+        raise ValueError(f"layers {spec}: the {config.subject} model has layers 0-{n - 1}")
     return tuple(range(a, b + 1))
 
 
 @dataclasses.dataclass(frozen=True)
-class Layout:
-    """Positions of each role in a prompt (the same for every episode of a config)."""
+class Roles:
+    """Token positions of each role, per episode (``n`` rows): inputs are contiguous spans."""
 
-    x: np.ndarray  # (k, x_len) demonstration inputs
-    s: np.ndarray  # (k,) forerunners
-    y: np.ndarray  # (k,) labels
-    xq: np.ndarray  # (x_len,) query input
-    sq: int  # the query's forerunner: the prediction position
+    x_start: np.ndarray  # (n, k + 1) first token of each input: the demonstrations', then the query's
+    x_end: np.ndarray  # (n, k + 1) one past its last token
+    s: np.ndarray  # (n, k) forerunners
+    y: np.ndarray  # (n, k) labels
+    sq: np.ndarray  # (n,) the query's forerunner: the prediction position
+    length: np.ndarray  # (n,) tokens of the prompt (the rest of a row is padding)
+
+    @property
+    def shared(self) -> bool:
+        """Every episode has the same layout (the tiny subject's), so one (T, T) mask serves all."""
+        return all(bool((a == a[:1]).all()) for a in dataclasses.astuple(self))
+
+    def take(self, index: np.ndarray | slice) -> Roles:
+        return Roles(*(a[index] for a in dataclasses.astuple(self)))
 
 
-def layout(config: IclCircuitConfig) -> Layout:
+def layout(config: IclCircuitConfig, n: int) -> Roles:
+    """The tiny subject's fixed layout ``x1 s1 y1 ... xk sk yk xq sq``, repeated for ``n`` episodes."""
     block = config.x_len + 2
-    starts = np.arange(config.k) * block
-    x = starts[:, None] + np.arange(config.x_len)[None, :]
-    q = config.k * block
-    return Layout(
-        x, starts + config.x_len, starts + config.x_len + 1, q + np.arange(config.x_len), q + config.x_len
+    starts = np.arange(config.k + 1) * block
+    s = starts[:-1] + config.x_len
+
+    def rows(a: np.ndarray | int) -> np.ndarray:
+        return np.broadcast_to(np.asarray(a), (n, *np.shape(a))).copy()
+
+    return Roles(
+        rows(starts),
+        rows(starts + config.x_len),
+        rows(s),
+        rows(s + 1),
+        rows(starts[-1] + config.x_len),
+        rows(config.seq_len),
     )
 
 
 @dataclasses.dataclass(frozen=True)
 class Episodes:
-    ids: np.ndarray  # (n, seq_len) prompts ending at sq
+    ids: np.ndarray  # (n, T) prompts ending at sq, right-padded (padding follows sq, so causal masks hide it)
+    roles: Roles
     demo_classes: np.ndarray  # (n, k) class index of each demonstration
     query_class: np.ndarray  # (n,)
     label_tokens: np.ndarray  # (n, classes) the token naming each class in this episode
-    topic: np.ndarray  # (n, k + 1) topic of each demonstration and of the query
+    topic: np.ndarray  # (n, k + 1) latent topic of each input (the tiny world's; the class for text)
 
-    @property
-    def answer(self) -> np.ndarray:
-        return self.label_tokens[np.arange(len(self.ids)), self.query_class]
+    def take(self, index: np.ndarray | slice) -> Episodes:
+        return Episodes(
+            self.ids[index], self.roles.take(index), self.demo_classes[index], self.query_class[index],
+            self.label_tokens[index], self.topic[index],
+        )  # fmt: skip
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 def sample_episodes(config: IclCircuitConfig, n: int, rng: np.random.Generator) -> Episodes:
-    """``n`` episodes (vectorised): fresh topics and label mapping each; the query's class among the demos."""
+    """``n`` tiny-world episodes (vectorised): fresh topics and label mapping each; the query's class is
+    among the demonstrations'."""
     c, k = config.classes, config.k
     topics = np.argsort(rng.random((n, config.topics)), axis=1)[:, :c]  # the episode's class topics
     labels = (
@@ -132,7 +196,7 @@ def sample_episodes(config: IclCircuitConfig, n: int, rng: np.random.Generator) 
     ids[:, :, : config.x_len] = x
     ids[:, :, config.x_len + 1] = np.take_along_axis(labels, classes, axis=1)
     flat = ids.reshape(n, -1)[:, : config.seq_len]
-    return Episodes(flat, demo, query, labels, topic)
+    return Episodes(flat, layout(config, n), demo, query, labels, topic)
 
 
 def episode_rng(seed: int, what: str) -> np.random.Generator:
@@ -140,23 +204,23 @@ def episode_rng(seed: int, what: str) -> np.random.Generator:
 
 
 # ------------------------------------------------------------------------------------------------- masks
-def mask_links(name: str, config: IclCircuitConfig) -> list[tuple[int, int]]:
-    """The (query, key) attention links a mask blocks, as the paper's ``util/ablation_study.py`` builds
-    them: ``a_to_b`` cuts the flow of information from role ``a`` into role ``b`` (``b`` may not attend
-    ``a``). ``xi_to_si``: every forerunner (s_q too) from its own input; ``xq_to_sq``: s_q from x_q and
-    from itself; ``si_to_yi``: each y_i from its s_i; ``yi_to_sq``: s_q from every y_i; ``si_to_si``:
-    every forerunner from every forerunner up to itself (the diagonal too)."""
-    lay = layout(config)
-    forerunners = [*map(int, lay.s), lay.sq]
-    inputs = [*[list(map(int, x)) for x in lay.x], list(map(int, lay.xq))]
+def mask_links(name: str, roles: Roles, i: int = 0) -> list[tuple[int, int]]:
+    """The (query, key) attention links a mask blocks in episode ``i``, as the paper's
+    ``util/ablation_study.py`` builds them: ``a_to_b`` cuts the flow of information from role ``a`` into
+    role ``b`` (``b`` may not attend ``a``). ``xi_to_si``: every forerunner (s_q too) from its own input;
+    ``xq_to_sq``: s_q from x_q and from itself; ``si_to_yi``: each y_i from its s_i; ``yi_to_sq``: s_q
+    from every y_i; ``si_to_si``: every forerunner from every forerunner up to itself (the diagonal too)."""
+    s, y, sq = [int(v) for v in roles.s[i]], [int(v) for v in roles.y[i]], int(roles.sq[i])
+    forerunners = [*s, sq]
+    inputs = [range(int(a), int(b)) for a, b in zip(roles.x_start[i], roles.x_end[i], strict=True)]
     if name == "xi_to_si":
-        return [(s, x) for s, xs in zip(forerunners, inputs, strict=True) for x in xs]
+        return [(f, x) for f, xs in zip(forerunners, inputs, strict=True) for x in xs]
     if name == "xq_to_sq":
-        return [(lay.sq, x) for x in map(int, lay.xq)] + [(lay.sq, lay.sq)]
+        return [(sq, x) for x in inputs[-1]] + [(sq, sq)]
     if name == "si_to_yi":
-        return [(int(y), int(s)) for s, y in zip(lay.s, lay.y, strict=True)]
+        return list(zip(y, s, strict=True))
     if name == "yi_to_sq":
-        return [(lay.sq, int(y)) for y in lay.y]
+        return [(sq, label) for label in y]
     if name == "si_to_si":
         return [(b, a) for j, b in enumerate(forerunners) for a in forerunners[: j + 1]]
     if name == "none":
@@ -164,21 +228,22 @@ def mask_links(name: str, config: IclCircuitConfig) -> list[tuple[int, int]]:
     raise ValueError(f"mask: one of {', '.join(MASKS)}, not {name!r}")
 
 
-def random_links(count: int, config: IclCircuitConfig, rng: np.random.Generator) -> list[tuple[int, int]]:
-    """The control: ``count`` causal links drawn uniformly (the diagonal included, as in the paper's
-    control; never the first token's only link, so no row is left empty)."""
-    t = config.seq_len
-    pairs = [(q, kk) for q in range(1, t) for kk in range(q + 1)]
+def random_links(count: int, length: int, rng: np.random.Generator) -> list[tuple[int, int]]:
+    """The control: ``count`` causal links among the first ``length`` tokens, drawn uniformly (the
+    diagonal included, as in the paper's control; never the first token's only link)."""
+    pairs = [(q, kk) for q in range(1, length) for kk in range(q + 1)]
     chosen = rng.choice(len(pairs), size=min(count, len(pairs)), replace=False)
     return [pairs[i] for i in sorted(chosen)]
 
 
-def blocked_matrix(links: list[tuple[int, int]], config: IclCircuitConfig) -> np.ndarray:
-    out = np.zeros((config.seq_len, config.seq_len), dtype=bool)
+def blocked_matrix(links: list[tuple[int, int]], seq_len: int) -> np.ndarray:
+    """(T, T) booleans, True where attention is cut; a row left with nothing to attend keeps its own token
+    (softmax over nothing is undefined)."""
+    out = np.zeros((seq_len, seq_len), dtype=bool)
     for q, kk in links:
         out[q, kk] = True
-    full = np.tril(out).sum(1) == np.arange(1, config.seq_len + 1)  # a row with nothing left to attend
-    out[full, np.flatnonzero(full)] = False  # keeps its own token
+    full = np.tril(out).sum(1) == np.arange(1, seq_len + 1)
+    out[full, np.flatnonzero(full)] = False
     return out
 
 
@@ -245,21 +310,22 @@ def train_tiny(config: IclCircuitConfig, log: Any = None) -> Any:
     import torch
     import torch.nn.functional as F
 
-    torch.manual_seed(seed_for(0, TASK_ID, "tiny-init") % 2**63)
+    torch.manual_seed(seed_for(config.subject_seed, TASK_ID, "tiny-init") % 2**63)
     model = make_model(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
-    rng = episode_rng(0, "tiny-train")
-    lay = layout(config)
-    positions = torch.tensor([*lay.s, lay.sq])
+    rng = episode_rng(config.subject_seed, "tiny-train")
+    lay = layout(config, 1)
+    positions = torch.from_numpy(np.concatenate([lay.s[0], lay.sq]))
     for step in range(config.train_steps):
         batch = sample_episodes(config, 128, rng)
         ids = torch.from_numpy(batch.ids)
-        targets = torch.cat([ids[:, lay.y], torch.from_numpy(batch.answer)[:, None]], 1)
+        answer = batch.label_tokens[np.arange(128), batch.query_class]
+        targets = torch.cat([ids[:, lay.y[0]], torch.from_numpy(answer)[:, None]], 1)
         logits, _, _ = model(ids)
         loss = F.cross_entropy(logits[:, positions].reshape(-1, config.vocab), targets.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         if log is not None and (step + 1) % 250 == 0:
-            log(step + 1, float(loss))
+            log(step + 1, loss.item())
     return model.eval()

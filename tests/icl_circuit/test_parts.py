@@ -1,0 +1,199 @@
+"""icl-circuit's parts without a trained model: episodes in the paper's layout, the masks as the paper's
+``util/ablation_study.py`` defines them, the random control, the maskable transformer (a cut link carries
+exactly zero attention), the read-outs on known inputs, and the text prompts' roles."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from iclrbench.algorithms import icl_circuit as read
+from iclrbench.algorithms.icl_ablations import ABLATIONS, RandomControl, RandomControlParams
+from iclrbench.envs import icl_circuit as env
+from iclrbench.envs.icl_prompts import PROMPTS, text_episodes
+
+torch = pytest.importorskip("torch")
+
+configs = st.builds(
+    env.IclCircuitConfig,
+    k=st.integers(1, 8),
+    classes=st.integers(2, 4),
+    topics=st.integers(4, 12),
+    topic_words=st.integers(1, 6),
+    label_words=st.integers(4, 8),
+    x_len=st.integers(1, 5),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(config=configs, seed=st.integers(0, 2**16))
+def test_episodes_follow_the_paper_layout(config: env.IclCircuitConfig, seed: int) -> None:
+    ep = env.sample_episodes(config, 16, np.random.default_rng(seed))
+    roles, n = ep.roles, 16
+    assert ep.ids.shape == (n, config.seq_len) and roles.shared
+    assert (ep.ids[:, roles.s[0]] == config.forerunner).all() and (
+        ep.ids[:, roles.sq] == config.forerunner
+    ).all()
+    rows = np.arange(n)[:, None]
+    assert (ep.ids[rows, roles.y] == np.take_along_axis(ep.label_tokens, ep.demo_classes, 1)).all()
+    # the query's class is one a demonstration shows, and every episode names its classes afresh
+    assert (ep.demo_classes == ep.query_class[:, None]).any(1).all()
+    assert all(len(set(row)) == config.classes for row in ep.label_tokens)
+    for j in range(config.k + 1):  # every input token belongs to its input's topic
+        span = ep.ids[:, roles.x_start[0, j] : roles.x_end[0, j]]
+        assert (span // config.topic_words == ep.topic[:, j : j + 1]).all()
+    assert int(roles.sq[0]) == config.seq_len - 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(config=configs)
+def test_masks_cut_causal_links_of_the_papers_roles(config: env.IclCircuitConfig) -> None:
+    roles, k, x = env.layout(config, 1), config.k, config.x_len
+    counts = {
+        "xi_to_si": (k + 1) * x,
+        "xq_to_sq": x + 1,
+        "si_to_yi": k,
+        "yi_to_sq": k,
+        "si_to_si": (k + 1) * (k + 2) // 2,
+        "none": 0,
+    }
+    for name, count in counts.items():
+        links = env.mask_links(name, roles)
+        assert len(set(links)) == len(links) == count, name
+        assert all(key <= query for query, key in links), name  # only links a causal model has
+    sq = int(roles.sq[0])
+    assert {q for q, _ in env.mask_links("yi_to_sq", roles)} == {sq}
+    assert {kk for _, kk in env.mask_links("yi_to_sq", roles)} == set(map(int, roles.y[0]))
+    with pytest.raises(ValueError, match="mask"):
+        env.mask_links("yi_to_xq", roles)
+
+
+@settings(max_examples=30, deadline=None)
+@given(config=configs, count=st.integers(0, 60), seed=st.integers(0, 1000))
+def test_random_control_cuts_as_many_causal_links_and_leaves_no_row_empty(
+    config: env.IclCircuitConfig, count: int, seed: int
+) -> None:
+    t = config.seq_len
+    links = env.random_links(count, t, np.random.default_rng(seed))
+    assert len(set(links)) == len(links) == min(count, t * (t + 1) // 2 - 1)
+    assert all(0 <= kk <= q < t for q, kk in links)
+    assert links == env.random_links(count, t, np.random.default_rng(seed))
+    blocked = env.blocked_matrix(links, t)
+    open_links = np.tril(~blocked)
+    assert (open_links.sum(1) >= 1).all()
+
+
+def test_layer_ranges_and_their_errors() -> None:
+    tiny = env.IclCircuitConfig()
+    assert env.layer_range(tiny) == (2, 3)
+    assert env.layer_range(dataclasses.replace(tiny, layers="lower")) == (0, 1)
+    assert env.layer_range(dataclasses.replace(tiny, layers="1-2")) == (1, 2)
+    smol = env.IclCircuitConfig(subject="smollm2")
+    assert env.layer_range(smol) == tuple(range(15, 30))
+    for bad, needle in (("0-4", "layers 0-3"), ("3-1", "layers 0-3"), ("top", "lower, upper")):
+        with pytest.raises(ValueError, match=needle):
+            env.IclCircuitConfig(layers=bad)
+    with pytest.raises(ValueError, match="multiple of heads"):
+        env.IclCircuitConfig(d_model=100, heads=3)
+
+
+def _model_and_episodes(n: int = 12) -> tuple[env.IclCircuitConfig, object, env.Episodes]:
+    config = env.IclCircuitConfig(d_model=32, heads=2, n_layers=4, layers="upper", batch=5)
+    torch.manual_seed(0)
+    return config, env.make_model(config).eval(), env.sample_episodes(config, n, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("mask", [m for m in env.MASKS if m != "none"])
+def test_a_cut_link_carries_no_attention_and_earlier_layers_are_untouched(mask: str) -> None:
+    config, model, ep = _model_and_episodes()
+    ablation = ABLATIONS[mask](None, config, np.random.default_rng(0))
+    masks = ablation.masks(ep)
+    assert sorted(masks) == [2, 3]
+    ids = torch.from_numpy(ep.ids)
+    with torch.no_grad():
+        _, plain_hidden, _ = model(ids)
+        _, hidden, attention = model(ids, {i: torch.from_numpy(m) for i, m in masks.items()})
+    for layer in (2, 3):
+        cut = torch.from_numpy(masks[layer])
+        assert attention[layer][:, :, cut].abs().max() == 0.0
+        assert torch.allclose(attention[layer].sum(-1), torch.ones(()))  # rows still sum to 1
+    for layer in (0, 1):
+        assert torch.equal(hidden[layer], plain_hidden[layer])
+    assert not torch.equal(hidden[3], plain_hidden[3])
+
+
+def test_the_random_control_draws_per_layer_and_matches_the_link_count() -> None:
+    config, _, ep = _model_and_episodes()
+    control = RandomControl(RandomControlParams(like="xi_to_si"), config, np.random.default_rng(1))
+    masks = control.masks(ep)
+    count = len(env.mask_links("xi_to_si", ep.roles))
+    assert all(int(m.sum()) <= count for m in masks.values())  # a fully cut row keeps its own token
+    assert not np.array_equal(masks[2], masks[3])
+
+
+def test_a_batched_pass_equals_one_episode_at_a_time() -> None:
+    from iclrbench.models.icl_subjects import batches
+
+    config, model, ep = _model_and_episodes()
+    masks = ABLATIONS["yi_to_sq"](None, config, np.random.default_rng(0)).masks(ep)
+
+    def trace(size: int) -> read.Trace:
+        parts = []
+        with torch.no_grad():
+            for part, extra in batches(ep, masks, size):
+                out = model(torch.from_numpy(part.ids), {i: torch.from_numpy(m) for i, m in extra.items()})
+                parts.append(read.gather(*out, part))
+        return read.Trace.join(parts)
+
+    whole, single = trace(len(ep)), trace(1)
+    for a, b in zip(dataclasses.astuple(whole), dataclasses.astuple(single), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_read_outs_on_known_inputs() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 5))
+    assert read.kernel_alignment(x, x, 5) == 1.0
+    assert read.kernel_alignment(x, 3 * x, 5) == 1.0  # cosine: scale does not matter
+    labels = np.tile([0, 1], 20)
+    separable = labels[:, None] * 10.0 + rng.normal(size=(40, 3))
+    assert read.centroid_accuracy(separable, labels) == 1.0
+    # correct induction: all of s_q's attention on the demonstrations of the query's class scores +1
+    _, _, ep = _model_and_episodes(4)
+    same = ep.demo_classes == ep.query_class[:, None]
+    retrieve = (same / same.sum(1, keepdims=True))[None, :, None, :]  # (L=1, B, H=1, k)
+    trace = read.Trace(np.zeros((4, 3)), np.zeros((1, 4, 2)), np.zeros_like(retrieve), retrieve)
+    assert read.step3(trace, ep) == [pytest.approx(1.0)]
+    assert read.step3(dataclasses.replace(trace, retrieve=1 - retrieve), ep)[0] < 1.0
+
+
+def _word_tokenizer() -> tuple[dict[str, int], object]:
+    vocab: dict[str, int] = {}
+
+    def tokenize(text: str) -> list[int]:  # one id per whitespace-separated piece, keeping newlines apart
+        pieces = text.replace("\n", " \n ").split(" ")
+        return [vocab.setdefault(p, len(vocab)) for p in pieces if p]
+
+    return vocab, tokenize
+
+
+@pytest.mark.parametrize("dataset", list(PROMPTS))
+def test_text_prompts_put_every_role_where_the_roles_say(dataset: str) -> None:
+    vocab, tokenize = _word_tokenizer()
+    config = env.IclCircuitConfig(subject="smollm2", dataset=dataset, k=3)
+    ep = text_episodes(config, 20, np.random.default_rng(0), tokenize, pad=-1)
+    words = {v: w for w, v in vocab.items()}
+    labels = PROMPTS[dataset][2]
+    assert not ep.roles.shared and ep.label_tokens.shape == (20, len(labels))
+    for i in range(20):
+        r = ep.roles
+        assert words[int(ep.ids[i, r.sq[i]])] == PROMPTS[dataset][1].split()[-1]
+        assert r.sq[i] == r.length[i] - 1 and (ep.ids[i, r.length[i] :] == -1).all()
+        for j in range(3):
+            assert words[int(ep.ids[i, r.y[i, j]])] == labels[ep.demo_classes[i, j]]
+            assert r.y[i, j] == r.s[i, j] + 1 and r.x_end[i, j] < r.s[i, j]
+        assert ep.query_class[i] in ep.demo_classes[i]

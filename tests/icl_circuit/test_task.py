@@ -1,0 +1,176 @@
+"""icl-circuit through the task, the runner and the CLI at smoke (a d=64 subject trained 300 steps, cached
+once per test session): every metric, the invariants of an ablation, determinism, the below-chance gate,
+bad input as one line and exit 2, the claim judges saying yes, no and inconclusive, and the SmolLM2
+subject's masks cutting exactly the links they name."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from iclrbench.benchmarks.icl_circuit import (
+    BelowChance,
+    IclCircuitTask,
+    judge_bypass,
+    judge_encode,
+    judge_to_chance,
+)
+from iclrbench.core import catalog
+from iclrbench.core import config as cfg
+from iclrbench.core.result import RunResult
+from iclrbench.core.task import Outcome
+from iclrbench.testing import fake_runs
+from tests.conftest import BenchRunner
+
+TASK = "icl-circuit"
+if IclCircuitTask.unavailable():
+    pytest.skip(IclCircuitTask.unavailable() or "", allow_module_level=True)
+DECLARED = {m.name for m in IclCircuitTask.metrics}
+
+
+def run(name: str, seed: int = 0, params: dict | None = None, **overrides: object) -> Outcome:
+    task = IclCircuitTask()
+    config = task.make_config("smoke", dict(overrides))
+    cls = catalog.get_algorithm(TASK, name)
+    algorithm = cls(cfg.build(cls.Params, params or {}), config, np.random.default_rng(seed))
+    return task.evaluate(algorithm, config, seed)
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, Outcome]:
+    return {name: run(name) for name in ("none", "yi-to-sq", "random-control")}
+
+
+def test_runs_report_every_declared_metric_in_range(outcomes: dict[str, Outcome]) -> None:
+    for name, outcome in outcomes.items():
+        m = outcome.metrics
+        assert set(m) == DECLARED, name
+        assert 0 <= m["accuracy"] <= 1 and m["chance"] == pytest.approx(1 / 3), name
+        assert m["above_chance"] == pytest.approx(m["accuracy"] - m["chance"]), name
+        assert m["unablated_accuracy"] >= m["chance"] + 0.15, name  # the gate the analyses passed
+        assert 0 <= m["merge_attention"] <= 1 and -1 <= m["correct_induction"] <= 1, name
+        assert 0 <= m["encode_layer"] <= 3 and 0 <= m["induction_layer"] <= 3, name
+        assert set(outcome.curves) == {
+            "kernel_alignment",
+            "centroid_accuracy",
+            "merge_attention",
+            "correct_induction",
+        }
+
+
+def test_no_mask_changes_nothing(outcomes: dict[str, Outcome]) -> None:
+    none = outcomes["none"].metrics
+    assert none["accuracy"] == none["unablated_accuracy"] and none["accuracy_drop"] == 0.0
+    # every algorithm sees the same episodes for a seed: the same unablated accuracy
+    assert {o.metrics["unablated_accuracy"] for o in outcomes.values()} == {none["unablated_accuracy"]}
+    masked_nowhere = run("yi-to-sq", layers="none")
+    assert masked_nowhere.metrics["accuracy_drop"] == 0.0
+
+
+def test_the_same_seed_gives_the_same_run(outcomes: dict[str, Outcome]) -> None:
+    again = run("random-control")
+    for key, value in outcomes["random-control"].metrics.items():
+        if key != "seconds":
+            assert again.metrics[key] == value, key
+    other = run("random-control", seed=1)
+    assert other.metrics["unablated_accuracy"] != outcomes["none"].metrics["unablated_accuracy"]
+
+
+def test_an_untrained_subject_is_not_analysed() -> None:
+    with pytest.raises(BelowChance, match="does not beat chance"):
+        run("none", train_steps=10, min_above_chance=0.5)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["yi-to-sq", "--set", "layers=0-7"], "layers 0-7: the tiny model has layers 0-3"),
+        (["yi-to-sq", "--set", "layers=top"], "layers"),
+        (["yi-to-sq", "--set", "k=0"], "k"),
+        (["random-control", "--set", "random-control.like=yi_to_xq"], "like"),
+        (["yi-to-xq"], "yi-to-sq"),  # did you mean
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    bench: BenchRunner, db: object, args: list[str], needle: str
+) -> None:
+    code, _, err = bench("run", TASK, *args, "--budget", "smoke", "--seeds", "0", "--db", db)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+# ------------------------------------------------------------------------------------------------ judges
+def _runs(algorithm: str, layers: str, values: dict[str, list[float]]) -> list[RunResult]:
+    runs = fake_runs(TASK, algorithm, range(5), {}, config={"layers": layers})
+    for i, r in enumerate(runs):
+        r.metrics.update({k: v[i] for k, v in values.items()})
+    return runs
+
+
+def _to_chance(
+    upper: list[float], lower_drop: list[float], control_drop: list[float]
+) -> list[list[RunResult]]:
+    base = {"unablated_accuracy": [0.99] * 5, "chance": [1 / 3] * 5, "accuracy": [0.5] * 5}
+    return [
+        _runs("yi-to-sq", "upper", {**base, "above_chance": upper, "accuracy_drop": [0.6] * 5}),
+        _runs("yi-to-sq", "lower", {**base, "above_chance": [0.6] * 5, "accuracy_drop": lower_drop}),
+        _runs("random-control", "upper", {**base, "above_chance": [0.6] * 5, "accuracy_drop": control_drop}),
+        _runs("random-control", "lower", {**base, "above_chance": [0.6] * 5, "accuracy_drop": control_drop}),
+    ]
+
+
+def test_the_to_chance_judge_says_yes_no_and_inconclusive() -> None:
+    near = [-0.01, 0.0, 0.01, 0.005, -0.005]
+    small = [0.0, 0.01, 0.02, 0.01, 0.0]
+    assert judge_to_chance(_to_chance(near, small, small))[0] == "reproduced"
+    far = [0.2, 0.25, 0.22, 0.21, 0.24]  # accuracy survives the mask
+    assert judge_to_chance(_to_chance(far, small, small))[0] == "not_reproduced"
+    costly = [0.2, 0.3, 0.25, 0.2, 0.3]  # the random control hurts as much
+    assert judge_to_chance(_to_chance(near, small, costly))[0] == "not_reproduced"
+    noisy = [-0.2, 0.2, 0.0, -0.1, 0.1]
+    assert judge_to_chance(_to_chance(noisy, small, small))[0] == "inconclusive"
+    assert judge_to_chance([])[0] == "inconclusive"
+
+
+def test_the_encode_and_bypass_judges_say_yes_and_no() -> None:
+    good = {
+        "kernel_alignment_rise": [0.1, 0.12, 0.09, 0.11, 0.1],
+        "centroid_above_chance": [0.5, 0.52, 0.49, 0.5, 0.51],
+        "encode_layer": [0.0] * 5,
+        "induction_layer": [3.0] * 5,
+    }
+    assert judge_encode([_runs("none", "none", good)])[0] == "reproduced"
+    late = {**good, "encode_layer": [3.0] * 5, "induction_layer": [1.0] * 5}
+    assert judge_encode([_runs("none", "none", late)])[0] == "not_reproduced"
+    survives = _runs("si-to-yi", "all", {"above_chance": [0.4, 0.42, 0.41, 0.39, 0.4], "accuracy": [0.7] * 5})
+    assert judge_bypass([survives])[0] == "reproduced"
+    killed = _runs(
+        "si-to-yi", "all", {"above_chance": [0.0, 0.01, -0.01, 0.0, 0.005], "accuracy": [0.33] * 5}
+    )
+    assert judge_bypass([killed])[0] == "not_reproduced"
+
+
+# ------------------------------------------------------------------------------------------------ smollm2
+@pytest.mark.slow
+def test_smollm2_masks_cut_exactly_the_links_they_name() -> None:
+    """On SmolLM2's text prompts (every episode its own layout), a mask on layers 28-29 leaves those
+    layers' attention at exactly zero on its links, and every layer before them untouched."""
+    pytest.importorskip("transformers")
+    from iclrbench.algorithms.icl_ablations import ABLATIONS
+    from iclrbench.envs.icl_circuit import IclCircuitConfig
+    from iclrbench.models.icl_subjects import SmolSubject
+
+    config = IclCircuitConfig(subject="smollm2", layers="28-29", k=2, episodes=10, batch=3)
+    subject = SmolSubject(config)
+    episodes = subject.episodes(3, np.random.default_rng(0))
+    text = subject.lm.detokenize(episodes.ids[0][: episodes.roles.length[0]])
+    assert text.startswith("Review:") and text.endswith("Sentiment:")
+    masks = ABLATIONS["yi_to_sq"](None, config, np.random.default_rng(0)).masks(episodes)
+    assert sorted(masks) == [28, 29] and masks[28].shape[0] == 3
+    plain, cut = subject.trace(episodes), subject.trace(episodes, masks)
+    assert np.abs(cut.retrieve[28:]).max() == 0.0 and np.abs(plain.retrieve[28:]).max() > 0
+    np.testing.assert_array_equal(cut.sq_hidden[:28], plain.sq_hidden[:28])
+    assert not np.array_equal(cut.label_logits, plain.label_logits)
+    again = dataclasses.replace(config, layers="none")
+    assert SmolSubject(again).trace(episodes).label_logits.tolist() == plain.label_logits.tolist()
