@@ -45,15 +45,20 @@ class Ablation(Algorithm):
         return dict.fromkeys(layers, blocked)
 
 
+#: what each mask disables (Cho et al., Table 1 lines 2-5 and Table 2), as ``bench info`` shows it
+DOCS = {
+    "none": "The unablated model (Table 1, line 1).",
+    "xi_to_si": "Step 1 cut: no forerunner (s_q too) may attend its own input text (Table 1, line 2).",
+    "xq_to_sq": "Step 1 cut for the query: s_q may attend neither x_q nor itself (Table 1, line 3).",
+    "si_to_yi": "Step 2 cut: no label y_i may attend its forerunner s_i (Table 1, line 4).",
+    "yi_to_sq": "Step 3 cut: s_q may not attend any demonstration label y_i (Table 1, line 5).",
+    "si_to_si": "Forerunners may not attend forerunners, themselves included (Table 2).",
+}
+
+
 def _mask_class(mask: str, role: str) -> type[Ablation]:
     name = "none" if mask == "none" else mask.replace("_", "-")
-    doc = (
-        "The unablated model."
-        if mask == "none"
-        else f"Cut the {mask} links (mask_links) in the masked layers."
-    )
-
-    cls = type(f"Mask_{mask}", (Ablation,), {"links_of": mask, "__doc__": doc})
+    cls = type(f"Mask_{mask}", (Ablation,), {"links_of": mask, "__doc__": DOCS[mask]})
     return register_algorithm(task=TASK_ID, name=name, role=role)(cls)
 
 

@@ -210,7 +210,10 @@ class IclCircuitTask(Task):
             "labels, before the induction circuit forms",
         ),
         "small": Budget(
-            "small", {}, "the 4-layer d=128 subject (trained once, ~5 min), 1,000 episodes: ~2 s a run"
+            "small",
+            {},
+            "the 4-layer d=128 subject (trained once, ~3.5 min), 1,000 episodes: ~2.5 s a run",
+            claims_minutes=4.1,  # bench claims -j 2 from an empty cache, 2 cores: 248 s (2026-12-03)
         ),
         "paper": Budget("paper", {"episodes": 5000}, "the small subject, 5,000 episodes"),
     }
