@@ -212,10 +212,10 @@ class IclCircuitTask(Task):
         "small": Budget(
             "small",
             {},
-            "the 4-layer d=128 subject (trained once, ~3.5 min), 1,000 episodes: ~2.5 s a run",
+            "the 4-layer d=128 subject (trained once, ~4 min), 1,000 episodes: ~2.5 s a run",
             claims_minutes=4.1,  # bench claims -j 2 from an empty cache, 2 cores: 248 s (2026-12-03)
         ),
-        "paper": Budget("paper", {"episodes": 5000}, "the small subject, 5,000 episodes"),
+        "paper": Budget("paper", {"episodes": 5000}, "the small subject, 5,000 episodes: ~25 s a run"),
     }
     metrics = (
         Metric("accuracy", True, "", "label-word accuracy at s_q under the masks"),
