@@ -126,13 +126,31 @@ def test_a_cut_link_carries_no_attention_and_earlier_layers_are_untouched(mask: 
     assert not torch.equal(hidden[3], plain_hidden[3])
 
 
-def test_the_random_control_draws_per_layer_and_matches_the_link_count() -> None:
+def test_the_random_control_draws_per_episode_and_layer_and_matches_the_link_count() -> None:
     config, _, ep = _model_and_episodes()
     control = RandomControl(RandomControlParams(like="xi_to_si"), config, np.random.default_rng(1))
     masks = control.masks(ep)
     count = len(env.mask_links("xi_to_si", ep.roles))
-    assert all(int(m.sum()) <= count for m in masks.values())  # a fully cut row keeps its own token
+    for m in masks.values():
+        assert m.shape == (len(ep), config.seq_len, config.seq_len)
+        sums = m.sum((1, 2))
+        # a row left with nothing to attend keeps its own token: at most one link back per row
+        assert ((sums <= count) & (sums >= count - config.seq_len)).all() and (sums == count).any()
+        assert len({m[i].tobytes() for i in range(len(ep))}) == len(ep)  # a fresh draw per episode
     assert not np.array_equal(masks[2], masks[3])
+
+
+def test_batches_slice_per_episode_masks_and_share_common_ones() -> None:
+    from iclrbench.models.icl_subjects import batches
+
+    config, _, ep = _model_and_episodes(10)
+    per_episode = np.random.default_rng(0).random((10, config.seq_len, config.seq_len)) < 0.1
+    shared = per_episode[0]
+    parts = list(batches(ep, {1: per_episode, 2: shared}, 4))
+    assert [len(p) for p, _ in parts] == [4, 4, 2]
+    np.testing.assert_array_equal(np.concatenate([m[1] for _, m in parts]), per_episode)
+    assert all(m[2] is shared for _, m in parts)
+    np.testing.assert_array_equal(np.concatenate([p.ids for p, _ in parts]), ep.ids)
 
 
 def test_a_batched_pass_equals_one_episode_at_a_time() -> None:
@@ -168,7 +186,14 @@ def test_read_outs_on_known_inputs() -> None:
     retrieve = (same / same.sum(1, keepdims=True))[None, :, None, :]  # (L=1, B, H=1, k)
     trace = read.Trace(np.zeros((4, 3)), np.zeros((1, 4, 2)), np.zeros_like(retrieve), retrieve)
     assert read.step3(trace, ep) == [pytest.approx(1.0)]
-    assert read.step3(dataclasses.replace(trace, retrieve=1 - retrieve), ep)[0] < 1.0
+    # uniform attention over the k labels scores (same - other) / k, averaged over episodes
+    uniform = np.full_like(retrieve, 1 / config_k(ep))
+    expected = ((2 * same.sum(1) - same.shape[1]) / same.shape[1]).mean()
+    assert read.step3(dataclasses.replace(trace, retrieve=uniform), ep) == [pytest.approx(expected)]
+
+
+def config_k(ep: env.Episodes) -> int:
+    return ep.demo_classes.shape[1]
 
 
 def _word_tokenizer() -> tuple[dict[str, int], object]:
@@ -197,3 +222,11 @@ def test_text_prompts_put_every_role_where_the_roles_say(dataset: str) -> None:
             assert words[int(ep.ids[i, r.y[i, j]])] == labels[ep.demo_classes[i, j]]
             assert r.y[i, j] == r.s[i, j] + 1 and r.x_end[i, j] < r.s[i, j]
         assert ep.query_class[i] in ep.demo_classes[i]
+        # the paper's segments: xi_to_si cuts s_i from every token since the previous label
+        starts = [0, *(int(v) + 1 for v in r.y[i])]
+        links = env.mask_links("xi_to_si", r, i)
+        for j, f in enumerate([*map(int, r.s[i]), int(r.sq[i])]):
+            assert {kk for q, kk in links if q == f} == set(range(starts[j], f))
+        assert set(env.mask_links("xq_to_sq", r, i)) == {
+            (int(r.sq[i]), kk) for kk in range(starts[-1], int(r.sq[i]) + 1)
+        }

@@ -74,8 +74,9 @@ def test_the_same_seed_gives_the_same_run(outcomes: dict[str, Outcome]) -> None:
     for key, value in outcomes["random-control"].metrics.items():
         if key != "seconds":
             assert again.metrics[key] == value, key
-    other = run("random-control", seed=1)
-    assert other.metrics["unablated_accuracy"] != outcomes["none"].metrics["unablated_accuracy"]
+    other = run("random-control", seed=1)  # other episodes, other random links
+    changed = [k for k, v in other.metrics.items() if v != outcomes["random-control"].metrics[k]]
+    assert {"kernel_alignment_rise", "merge_attention", "correct_induction"} & set(changed)
 
 
 def test_an_untrained_subject_is_not_analysed() -> None:
@@ -160,6 +161,7 @@ def test_smollm2_masks_cut_exactly_the_links_they_name() -> None:
     from iclrbench.algorithms.icl_ablations import ABLATIONS
     from iclrbench.envs.icl_circuit import IclCircuitConfig
     from iclrbench.models.icl_subjects import SmolSubject
+    from iclrbench.models.torch_threads import one_torch_thread
 
     config = IclCircuitConfig(subject="smollm2", layers="28-29", k=2, episodes=10, batch=3)
     subject = SmolSubject(config)
@@ -168,9 +170,10 @@ def test_smollm2_masks_cut_exactly_the_links_they_name() -> None:
     assert text.startswith("Review:") and text.endswith("Sentiment:")
     masks = ABLATIONS["yi_to_sq"](None, config, np.random.default_rng(0)).masks(episodes)
     assert sorted(masks) == [28, 29] and masks[28].shape[0] == 3
-    plain, cut = subject.trace(episodes), subject.trace(episodes, masks)
+    with one_torch_thread():  # several threads may sum in another order from one pass to the next
+        plain, cut = subject.trace(episodes), subject.trace(episodes, masks)
+        again = SmolSubject(dataclasses.replace(config, layers="none")).trace(episodes)
     assert np.abs(cut.retrieve[28:]).max() == 0.0 and np.abs(plain.retrieve[28:]).max() > 0
     np.testing.assert_array_equal(cut.sq_hidden[:28], plain.sq_hidden[:28])
-    assert not np.array_equal(cut.label_logits, plain.label_logits)
-    again = dataclasses.replace(config, layers="none")
-    assert SmolSubject(again).trace(episodes).label_logits.tolist() == plain.label_logits.tolist()
+    assert np.abs(cut.label_logits - plain.label_logits).max() > 1e-3
+    np.testing.assert_array_equal(again.label_logits, plain.label_logits)

@@ -72,8 +72,8 @@ class RandomControlParams:
 
 @register_algorithm(task=TASK_ID, name="random-control", role="baseline")
 class RandomControl(Ablation):
-    """As many random causal links as ``like`` cuts, drawn per layer (the paper's control; per episode too
-    where the prompts' layouts differ)."""
+    """As many random causal links as ``like`` cuts, drawn afresh per episode and layer (the paper's
+    control)."""
 
     Params = RandomControlParams
 
@@ -84,8 +84,7 @@ class RandomControl(Ablation):
             count = len(mask_links(self.params.like, roles, i))
             return blocked_matrix(random_links(count, int(roles.length[i]), self.rng), t)
 
-        if roles.shared:  # one draw per layer, as the paper's control
-            return {layer: draw(0) for layer in layer_range(self.config)}
+        # a fresh draw per prompt and layer, as the paper's Masked_ICL_inference draws one per prompt
         return {
             layer: np.stack([draw(i) for i in range(len(episodes))]) for layer in layer_range(self.config)
         }

@@ -279,12 +279,18 @@ class IclCircuitTask(Task):
             tiny_weights(config, log=_log_training)
 
     def evaluate(self, algorithm: Algorithm, config: IclCircuitConfig, seed: int) -> Outcome:
-        from iclrbench.algorithms import icl_circuit as read
         from iclrbench.algorithms.icl_ablations import Ablation
-        from iclrbench.models.icl_subjects import load_subject
+        from iclrbench.models.torch_threads import one_torch_thread
 
         if not isinstance(algorithm, Ablation):
             raise TypeError(f"{type(algorithm).__name__} is not an Ablation")
+        with one_torch_thread():  # parallel runs do not oversubscribe; one thread sums in one order
+            return self._evaluate(algorithm, config, seed)
+
+    def _evaluate(self, algorithm: Any, config: IclCircuitConfig, seed: int) -> Outcome:
+        from iclrbench.algorithms import icl_circuit as read
+        from iclrbench.models.icl_subjects import load_subject
+
         started = time.perf_counter()
         subject = load_subject(config)
         episodes = subject.episodes(config.n_episodes, episode_rng(seed, "test"))

@@ -207,16 +207,19 @@ def episode_rng(seed: int, what: str) -> np.random.Generator:
 def mask_links(name: str, roles: Roles, i: int = 0) -> list[tuple[int, int]]:
     """The (query, key) attention links a mask blocks in episode ``i``, as the paper's
     ``util/ablation_study.py`` builds them: ``a_to_b`` cuts the flow of information from role ``a`` into
-    role ``b`` (``b`` may not attend ``a``). ``xi_to_si``: every forerunner (s_q too) from its own input;
-    ``xq_to_sq``: s_q from x_q and from itself; ``si_to_yi``: each y_i from its s_i; ``yi_to_sq``: s_q
+    role ``b`` (``b`` may not attend ``a``). ``xi_to_si``: every forerunner (s_q too) from its own segment
+    (the tokens since the previous label); ``xq_to_sq``: s_q from the query's segment and from itself; ``si_to_yi``: each y_i from its s_i; ``yi_to_sq``: s_q
     from every y_i; ``si_to_si``: every forerunner from every forerunner up to itself (the diagonal too)."""
     s, y, sq = [int(v) for v in roles.s[i]], [int(v) for v in roles.y[i]], int(roles.sq[i])
     forerunners = [*s, sq]
-    inputs = [range(int(a), int(b)) for a, b in zip(roles.x_start[i], roles.x_end[i], strict=True)]
+    # a forerunner's own segment: every token after the previous label (the input and, in text prompts,
+    # its "Review:" / "Sentiment" words), as the paper's code takes it; in the tiny layout, the input
+    starts = [0, *(label + 1 for label in y)]
+    segments = [range(a, f) for a, f in zip(starts, forerunners, strict=True)]
     if name == "xi_to_si":
-        return [(f, x) for f, xs in zip(forerunners, inputs, strict=True) for x in xs]
+        return [(f, x) for f, xs in zip(forerunners, segments, strict=True) for x in xs]
     if name == "xq_to_sq":
-        return [(sq, x) for x in inputs[-1]] + [(sq, sq)]
+        return [(sq, x) for x in segments[-1]] + [(sq, sq)]
     if name == "si_to_yi":
         return list(zip(y, s, strict=True))
     if name == "yi_to_sq":
@@ -231,9 +234,10 @@ def mask_links(name: str, roles: Roles, i: int = 0) -> list[tuple[int, int]]:
 def random_links(count: int, length: int, rng: np.random.Generator) -> list[tuple[int, int]]:
     """The control: ``count`` causal links among the first ``length`` tokens, drawn uniformly (the
     diagonal included, as in the paper's control; never the first token's only link)."""
-    pairs = [(q, kk) for q in range(1, length) for kk in range(q + 1)]
-    chosen = rng.choice(len(pairs), size=min(count, len(pairs)), replace=False)
-    return [pairs[i] for i in sorted(chosen)]
+    rows, cols = np.tril_indices(length)
+    rows, cols = rows[1:], cols[1:]  # (0, 0) is the first token's only link
+    chosen = np.sort(rng.choice(len(rows), size=min(count, len(rows)), replace=False))
+    return list(zip(rows[chosen].tolist(), cols[chosen].tolist(), strict=True))
 
 
 def blocked_matrix(links: list[tuple[int, int]], seq_len: int) -> np.ndarray:

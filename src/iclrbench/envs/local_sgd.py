@@ -112,11 +112,15 @@ class Chain:
         return cls(rng.dirichlet(np.full(vocab, concentration), size=vocab))
 
     def stationary(self) -> np.ndarray:
+        """The stationary distribution, solved exactly (``pi P = pi``, ``sum pi = 1``): power iteration
+        does not converge in a fixed number of steps on a slowly mixing chain (low concentration)."""
         v = self.probs.shape[0]
-        pi = np.full(v, 1.0 / v)
-        for _ in range(500):
-            pi = pi @ self.probs
-        return pi
+        system = np.vstack([self.probs.T - np.eye(v), np.ones((1, v))])
+        rhs = np.zeros(v + 1)
+        rhs[-1] = 1.0
+        pi = np.linalg.lstsq(system, rhs, rcond=None)[0]
+        pi = np.clip(pi, 0.0, None)
+        return pi / pi.sum()
 
     def entropy_rate(self) -> float:
         """Nats per token at the stationary distribution: the loss floor."""
