@@ -208,8 +208,9 @@ def mask_links(name: str, roles: Roles, i: int = 0) -> list[tuple[int, int]]:
     """The (query, key) attention links a mask blocks in episode ``i``, as the paper's
     ``util/ablation_study.py`` builds them: ``a_to_b`` cuts the flow of information from role ``a`` into
     role ``b`` (``b`` may not attend ``a``). ``xi_to_si``: every forerunner (s_q too) from its own segment
-    (the tokens since the previous label); ``xq_to_sq``: s_q from the query's segment and from itself; ``si_to_yi``: each y_i from its s_i; ``yi_to_sq``: s_q
-    from every y_i; ``si_to_si``: every forerunner from every forerunner up to itself (the diagonal too)."""
+    (the tokens since the previous label); ``xq_to_sq``: s_q from the query's segment and from itself;
+    ``si_to_yi``: each y_i from its s_i; ``yi_to_sq``: s_q from every y_i; ``si_to_si``: every
+    forerunner from every forerunner up to itself (the diagonal too)."""
     s, y, sq = [int(v) for v in roles.s[i]], [int(v) for v in roles.y[i]], int(roles.sq[i])
     forerunners = [*s, sq]
     # a forerunner's own segment: every token after the previous label (the input and, in text prompts,
