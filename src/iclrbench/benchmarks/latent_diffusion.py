@@ -264,7 +264,12 @@ class LatentPerceptualLossTask(Task):
             {"train_steps": 60, "samples": 100, "sample_steps": 10},
             "60 training steps, 100 samples in 10 steps (the autoencoder and evaluator trained once)",
         ),
-        "small": Budget("small", {}, "2,000 training steps, 1,000 samples in 50 steps: ~40-60 s a run"),
+        "small": Budget(
+            "small",
+            {},
+            "2,000 training steps, 1,000 samples in 50 steps: ~45 s a run, ~80 s with LPL",
+            claims_minutes=19.7,  # bench claims -j 2, 2 cores: 1,184 s, 35 runs (2026-12-03)
+        ),
         "paper": Budget(
             "paper",
             {"train_steps": 20000, "width": 128, "samples": 5000},
@@ -292,6 +297,9 @@ class LatentPerceptualLossTask(Task):
             "(paired by seed: the interval of FD(lpl) - FD(no-lpl) lies below 0).",
             lowers_fd_requests,
             judge_lowers_fd,
+            # measured at small: FD lower by 0.016 (eps), 0.028 (v, interval -0.043 to -0.014) and 0.0006
+            # (flow) of 65.3, 21.5 and 23.7: LPL at the port's weight is ~1% of the diffusion loss here
+            expected="inconclusive",
         ),
         Claim(
             "random-decoder-does-not-help",
@@ -299,12 +307,14 @@ class LatentPerceptualLossTask(Task):
             "(eps-prediction, paired by seed).",
             control_requests,
             judge_control,
+            expected="reproduced",
         ),
         Claim(
             "modest-overhead",
             "LPL's training step costs at most twice the diffusion-only step (reported with the ratio).",
             overhead_requests,
             judge_overhead,
+            # no expected verdict: wall milliseconds depend on the machine's load (2.14x measured)
         ),
     )
 
