@@ -46,7 +46,7 @@ def _step(setup: dict, recipe: object) -> float:
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-    return float(loss)
+    return loss.item()
 
 
 def test_training_step_without_lpl(benchmark, setup, single_thread) -> None:  # type: ignore[no-untyped-def]
