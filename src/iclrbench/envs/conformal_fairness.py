@@ -12,16 +12,14 @@ nodes, with the epoch of best validation accuracy kept. Their held-out probabili
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import functools
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
-from iclrbench.core.cache import cache_root
+from iclrbench.core.cache import build_once, cache_root
 from iclrbench.core.config import param
 from iclrbench.core.seeding import rng_for
 from iclrbench.envs.fairness_data import SENSITIVE, Dataset, load_tabular, sbm_graph
@@ -211,19 +209,16 @@ def held_out_pool(config: ConformalFairnessConfig, seed: int) -> Pool:
     Parallel runs of one seed (every predictor of a claim) wait on a file lock for the first one's fit
     instead of each fitting it again."""
     path = cache_root() / TASK_ID / f"pool-{config.dataset}-{pool_key(config, seed)}.npz"
-    if path.exists():
-        return _load_pool(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.exists():  # fitted by another process while this one waited
-            return _load_pool(path)
+    fitted: list[Pool] = []  # the pool this process fitted, if it was the one to fit it
+
+    def fit(tmp: Path) -> None:
         pool = _graph_pool(config, seed) if config.dataset == "sbm" else _tabular_pool(config, seed)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.npz")
+        fitted.append(pool)
         np.savez(tmp, probs=pool.probs, labels=pool.labels, groups=pool.groups,
                  group_names=np.array(pool.group_names), accuracy=pool.base_accuracy)  # fmt: skip
-        os.replace(tmp, path)
-    return pool
+
+    build_once(path, fit)
+    return fitted[0] if fitted else _load_pool(path)
 
 
 @functools.cache

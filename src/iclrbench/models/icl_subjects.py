@@ -12,7 +12,6 @@ the read-outs need.
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import hashlib
 import json
@@ -22,7 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from iclrbench.algorithms.icl_circuit import Trace, gather
-from iclrbench.core.cache import cache_root
+from iclrbench.core.cache import build_once, cache_root
 from iclrbench.envs.icl_circuit import (
     TASK_ID,
     Episodes,
@@ -67,15 +66,7 @@ def tiny_weights(config: IclCircuitConfig, log: Any = None) -> Any:
 
     key = json.dumps({k: getattr(config, k) for k in TINY_KEYS}, sort_keys=True)
     path = cache_root() / TASK_ID / f"tiny-{hashlib.sha256(key.encode()).hexdigest()[:16]}.pt"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with (path.parent / (path.name + ".lock")).open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not path.exists():
-            model = train_tiny(config, log)
-            tmp = path.with_suffix(".tmp")
-            torch.save(model.state_dict(), tmp)
-            tmp.replace(path)
-    return path
+    return build_once(path, lambda tmp: torch.save(train_tiny(config, log).state_dict(), tmp))
 
 
 class TinySubject:

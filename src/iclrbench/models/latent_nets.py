@@ -16,7 +16,6 @@ are trained once per dataset (seeded), frozen, and cached as tensors-only state 
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import math
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from iclrbench.core.cache import cache_root
+from iclrbench.core.cache import build_once, cache_root
 from iclrbench.core.seeding import seed_for
 from iclrbench.envs.latent_diffusion import TASK_ID, Images, load_images
 
@@ -182,14 +181,9 @@ def _cached(name: str, build: Any, make: Any) -> Any:
     parallel runs wait for one build; tensors only on load: no pickled code runs)."""
     import torch
 
-    path = cache_root() / TASK_ID / f"{name}.pt"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with (path.parent / (path.name + ".lock")).open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not path.exists():
-            tmp = path.with_suffix(".tmp")
-            torch.save(build().state_dict(), tmp)
-            tmp.replace(path)
+    path = build_once(
+        cache_root() / TASK_ID / f"{name}.pt", lambda tmp: torch.save(build().state_dict(), tmp)
+    )
     model = make()
     model.load_state_dict(torch.load(path, weights_only=True))
     return model.eval().requires_grad_(False)
