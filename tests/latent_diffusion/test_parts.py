@@ -109,3 +109,5 @@ def test_bad_configs_are_one_line_errors() -> None:
     with pytest.raises(ValueError, match="autoencoder takes 16x16"):
         env.LatentDiffusionConfig(image_size=32)
     assert env.LatentDiffusionConfig(dataset="shapes", image_size=32).side == 32
+    with pytest.raises(ValueError, match="multiple of 8"):
+        env.LatentDiffusionConfig(width=12)

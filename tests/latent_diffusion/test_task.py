@@ -115,7 +115,8 @@ def _fd_groups(lpl: list[float], base: list[float]) -> list[list[RunResult]]:
 
 def test_the_fd_judge_says_yes_no_and_inconclusive() -> None:
     base = [60.0, 62.0, 58.0, 61.0, 59.0]
-    assert judge_lowers_fd(_fd_groups([v - 5 for v in base], base))[0] == "reproduced"
+    verdict, measured = judge_lowers_fd(_fd_groups([v - 5 for v in base], base))
+    assert verdict == "reproduced" and measured["paired_bootstrap_95"]["v"] == [-5.0, -5.0]
     assert judge_lowers_fd(_fd_groups([v + 5 for v in base], base))[0] == "not_reproduced"
     noisy = [v + d for v, d in zip(base, (-3.0, 3.0, -2.0, 2.0, 0.5), strict=True)]
     assert judge_lowers_fd(_fd_groups(noisy, base))[0] == "inconclusive"

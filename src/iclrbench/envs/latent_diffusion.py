@@ -48,8 +48,10 @@ class LatentDiffusionConfig:
     train_steps: int = param(2000, "denoiser training steps (AdamW, batch `batch`)", low=1)
     batch: int = param(64, "training batch", low=2)
     lr: float = param(1e-3, "denoiser learning rate (AdamW, weight decay 0.01)", low=0)
-    width: int = param(64, "denoiser channels", low=8, high=512)
-    blocks: int = param(4, "denoiser residual blocks", low=1, high=16)
+    width: int = param(
+        48, "denoiser U-Net channels at the latent's resolution (twice that below)", low=8, high=512
+    )
+    blocks: int = param(1, "denoiser residual blocks per U-Net level", low=1, high=8)
     lpl_weight: float = param(
         1.0, "w: the weight of LPL beside the diffusion loss (the port's default)", low=0
     )
@@ -61,6 +63,8 @@ class LatentDiffusionConfig:
     samples: int = param(1000, "images generated for the metrics (classes in equal shares)", low=20)
 
     def __post_init__(self) -> None:
+        if self.width % 8:
+            raise ValueError(f"width {self.width}: a multiple of 8 (the denoiser's group norms)")
         side = DATASETS[self.dataset][0]
         if self.image_size not in (0, side):
             raise ValueError(

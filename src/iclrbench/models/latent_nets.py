@@ -7,9 +7,8 @@ are trained once per dataset (seeded), frozen, and cached as tensors-only state 
   upsampling, convolution, residual block) -> ``conv_out``. :meth:`Autoencoder.decode` can return the
   outputs of ``mid``, ``up1`` and ``up2``: the features LPL compares. Latents are scaled to unit standard
   deviation over the training set (``scale``), as latent diffusion scales its VAE's latents.
-- :class:`Denoiser`: residual convolutional blocks at the latent's resolution (no down-sampling: the
-  latents are 4x4 or 8x8), conditioned on ``t`` (sinusoidal features, an MLP) and the class (an
-  embedding) by a per-block shift.
+- :class:`Denoiser`: a two-level U-Net over the latent (4x4 -> 2x2 for digits, 8x8 -> 4x4 for shapes),
+  conditioned on ``t`` (sinusoidal features, an MLP) and the class (an embedding) by a per-block shift.
 - :class:`Evaluator`: a small CNN classifier; its 64 penultimate features are the space of the Frechet
   distance and of precision / recall.
 """
@@ -78,16 +77,23 @@ def _nn() -> Any:
             return (image, [mid, up1, up2]) if features else image
 
     class Denoiser(nn.Module):
+        """A two-level U-Net: ``blocks`` residual blocks at the latent's resolution (width ``w``), a
+        stride-2 down-sampling to ``2w`` channels and ``blocks`` blocks there, nearest up-sampling, the
+        skip connection concatenated, and ``blocks`` blocks at full resolution again."""
+
         def __init__(self, classes: int, width: int, blocks: int) -> None:
             super().__init__()
-            self.width = width
-            self.time = nn.Sequential(nn.Linear(width, width), nn.SiLU(), nn.Linear(width, width))
-            self.label = nn.Embedding(classes, width)
-            self.conv_in = nn.Conv2d(4, width, 3, padding=1)
-            self.blocks = nn.ModuleList(ResBlock(width, width) for _ in range(blocks))
-            self.conv_out = nn.Sequential(
-                nn.GroupNorm(8, width), nn.SiLU(), nn.Conv2d(width, 4, 3, padding=1)
-            )
+            w = self.width = width
+            self.time = nn.Sequential(nn.Linear(w, w), nn.SiLU(), nn.Linear(w, w))
+            self.label = nn.Embedding(classes, w)
+            self.conv_in = nn.Conv2d(4, w, 3, padding=1)
+            self.down_blocks = nn.ModuleList(ResBlock(w, w) for _ in range(blocks))
+            self.down = nn.Conv2d(w, 2 * w, 3, stride=2, padding=1)
+            self.mid_blocks = nn.ModuleList(ResBlock(2 * w, w) for _ in range(blocks))
+            self.up = nn.Sequential(nn.Upsample(scale_factor=2), nn.Conv2d(2 * w, 2 * w, 3, padding=1))
+            self.merge = nn.Conv2d(3 * w, w, 1)
+            self.up_blocks = nn.ModuleList(ResBlock(w, w) for _ in range(blocks))
+            self.conv_out = nn.Sequential(nn.GroupNorm(8, w), nn.SiLU(), nn.Conv2d(w, 4, 3, padding=1))
 
         def forward(self, z: torch.Tensor, t: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
             half = self.width // 2
@@ -95,7 +101,13 @@ def _nn() -> Any:
             angles = 1000.0 * t[:, None] * freqs[None]
             c = self.time(torch.cat([angles.sin(), angles.cos()], 1)) + self.label(labels)
             h = self.conv_in(z)
-            for block in self.blocks:
+            for block in self.down_blocks:
+                h = block(h, c)
+            skip, h = h, self.down(h)
+            for block in self.mid_blocks:
+                h = block(h, c)
+            h = self.merge(torch.cat([self.up(h), skip], 1))
+            for block in self.up_blocks:
                 h = block(h, c)
             return self.conv_out(h)
 
