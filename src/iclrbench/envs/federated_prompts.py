@@ -111,7 +111,7 @@ class FederatedPromptConfig:
 
 
 # ------------------------------------------------------------------------------------------------ images
-def _shape_mask(shape: str, cx: np.ndarray, cy: np.ndarray, radius: np.ndarray) -> np.ndarray:
+def shape_mask(shape: str, cx: np.ndarray, cy: np.ndarray, radius: np.ndarray) -> np.ndarray:
     """(n, SIDE, SIDE) boolean masks of ``shape`` centred at (cx, cy) with half-size ``radius``."""
     ys, xs = np.mgrid[0:SIDE, 0:SIDE].astype(np.float32) + 0.5
     dx = xs[None] - cx[:, None, None]
@@ -153,7 +153,7 @@ def render(labels: np.ndarray, seeds: np.ndarray) -> np.ndarray:
     for label in np.unique(labels):
         at = np.flatnonzero(labels == label)
         colour, shape = CLASS_NAMES[label].split(" ")
-        masks = _shape_mask(shape, cx[at], cy[at], radius[at])
+        masks = shape_mask(shape, cx[at], cy[at], radius[at])
         jitter = 0.08 * (draws[at, 8:11] - 0.5)
         rgb = np.clip(np.asarray(RGB[colour], dtype=np.float32)[None] + jitter, 0, 1)
         for k, i in enumerate(at):
