@@ -79,10 +79,13 @@ def test_the_same_seed_gives_the_same_run(outcomes: dict[str, Outcome]) -> None:
     assert other.metrics["recovery_error"] != outcomes["himalaya-ridge"].metrics["recovery_error"]
 
 
-def test_a_user_partition_counts_in_the_primary_metric() -> None:
+def test_a_user_partition_is_the_primary_metric(outcomes: dict[str, Outcome]) -> None:
     outcome = run("himalaya-ridge", partitions="category:caption+clip")
     assert "category:caption+clip" in outcome.notes and "mixed:caption+count" in outcome.notes
     assert outcome.metrics["recovery_error"] < 0.1
+    assert outcome.metrics["recovery_error"] != outcomes["himalaya-ridge"].metrics["recovery_error"]
+    # the claims' shares are the same either way
+    assert outcome.metrics["mixed_shared_error"] == outcomes["himalaya-ridge"].metrics["mixed_shared_error"]
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,9 @@ from iclrbench.envs.brain_encoding import TASK_ID
 #: the paper's code: numpy.logspace(1, MAX_LOG_10_ALPHA=4, NUM_ALPHAS=60)
 ALPHAS = np.logspace(1, 4, 60)
 #: banded ridge: the weight of the first band against the second, on a log grid (with the alphas above,
-#: each band's own penalty ranges over alpha / weight)
+#: each band's own penalty ranges over alpha / weight). The grid has no corners (a band dropped
+#: entirely): a band is at most ~33x more penalised than the other, which leaves a unique share that is
+#: truly 0 slightly positive
 BAND_RATIOS = 10.0 ** np.linspace(-1.5, 1.5, 7)
 
 
@@ -165,7 +167,8 @@ class OrdinaryLeastSquares(EncodingPipeline):
 @register_algorithm(task=TASK_ID, name="global-alpha", role="baseline")
 class GlobalAlpha(EncodingPipeline):
     """One cross-validated alpha for all voxels (himalaya RidgeCV, local_alpha=False); a pair is the two
-    sets side by side under one alpha."""
+    sets side by side under one alpha. (A single set's alpha is shared by all four regions' voxels, a
+    pair's by its partition region's only.)"""
 
     def fit_predict(
         self, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray

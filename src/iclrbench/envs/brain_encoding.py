@@ -106,7 +106,8 @@ class BrainEncodingConfig:
         FEATURE_SETS, f"the feature sets each pipeline fits, of {', '.join(FEATURE_SETS)}"
     )
     partitions: tuple[str, ...] = param(
-        CLAIM_PARTITIONS, "variance partitions region:setA+setB behind `recovery_error`"
+        CLAIM_PARTITIONS,
+        "variance partitions region:setA+setB behind `recovery_error` (the claims' two are reported anyway)",
     )
     mixed_count_share: float = param(
         0.5, "share of the mixed region's signal drawn from the count answer", low=0, high=1
@@ -139,8 +140,12 @@ class BrainEncodingConfig:
             absent = [s for s in (part.a, part.b) if s not in self.feature_sets]
             if absent:
                 raise ValueError(f"partition '{part.label}' uses {', '.join(absent)}, not in feature_sets")
-        if self.n_test < 2 * self.cv_folds or self.n_train < 2 * self.cv_folds:
-            raise ValueError(f"images {self.images}: too few to hold out {self.test_fraction:.0%}")
+        if self.n_train < 2 * self.cv_folds:
+            raise ValueError(
+                f"cv_folds {self.cv_folds}: {self.n_train} training images are too few for that many folds"
+            )
+        if self.n_test < 10:
+            raise ValueError(f"images {self.images}: {self.n_test} held-out images are too few to score on")
 
     @property
     def n_test(self) -> int:
