@@ -8,7 +8,10 @@ Here: the space group and the number of asymmetric sites are drawn from the trai
 distribution; a :class:`~iclrbench.models.set_diffusion.SetDiffusion` (discrete diffusion for species and
 site symmetries, wrapped-normal score matching for coordinates, DDPM for the lattice) denoises the rest;
 each site is projected to the nearest Wyckoff position of the group with its site symmetry and replicated
-with the group's operations; the lattice is projected onto the crystal system.
+with the group's operations (images closer than 0.5 A merged onto the special position they straddle);
+the lattice is projected onto the crystal system. The lattice is learned per atom (lengths over the cube
+root of the cell's atom count, CDVAE's and DiffCSP's ``scale_length``) and scaled back by the atoms the
+sampled site symmetries give, so that cells are as dense as the training crystals.
 
 Differences from the paper's code (github.com/sibasmarak/SymmCD): site symmetries are categorical
 symbols, not the binary (axis x point group) encoding; where the paper projects a predicted site symmetry
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -34,6 +38,7 @@ from iclrbench.envs.crystals import (
     Site,
     asymmetric_unit,
     build_structure,
+    multiplicity,
     site_symmetries,
 )
 
@@ -55,16 +60,24 @@ class CrystalGenerator(Algorithm):
         raise TypeError(f"{type(self).__name__} must implement sample()")
 
 
-def encode_lattice(params: np.ndarray) -> np.ndarray:
-    """(a, b, c, alpha, beta, gamma) -> (log a, log b, log c, (angles - 90) / 30)."""
+def encode_lattice(params: np.ndarray, atoms: np.ndarray) -> np.ndarray:
+    """(a, b, c, alpha, beta, gamma) of cells holding ``atoms`` atoms -> (log a', log b', log c',
+    (angles - 90) / 30) with lengths scaled by the cube root of the atom count, l' = l / N^(1/3) (CDVAE's
+    and DiffCSP's ``lattice_scale_method: scale_length``): what is learned is the cell's shape and its
+    volume per atom, so a cell sampled for N atoms is as dense as the training cells."""
     params = np.atleast_2d(params)
-    return np.concatenate([np.log(params[:, :3]), (params[:, 3:] - 90.0) / 30.0], axis=1)
+    scale = np.cbrt(np.asarray(atoms, dtype=float))[:, None]
+    return np.concatenate([np.log(params[:, :3] / scale), (params[:, 3:] - 90.0) / 30.0], axis=1)
 
 
-def decode_lattice(features: np.ndarray) -> np.ndarray:
+def decode_lattice(features: np.ndarray, atoms: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`encode_lattice` for cells of ``atoms`` atoms (angles clipped to 30-150
+    degrees, scaled lengths to 0.5-40 A)."""
     features = np.atleast_2d(features)
     angles = np.clip(90.0 + 30.0 * features[:, 3:], 30.0, 150.0)
-    return np.concatenate([np.exp(np.clip(features[:, :3], 0.0, np.log(40.0))), angles], axis=1)
+    scale = np.cbrt(np.asarray(atoms, dtype=float))[:, None]
+    lengths = np.exp(np.clip(features[:, :3], np.log(0.5), np.log(40.0))) * scale
+    return np.concatenate([lengths, angles], axis=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,15 +100,17 @@ class DiffusionGenerator(CrystalGenerator):
         tokens: list[np.ndarray],
         coords: np.ndarray,
         lattice_params: np.ndarray,
+        atoms: np.ndarray,
         labels: np.ndarray,
         mask: np.ndarray,
         n_labels: int,
     ) -> None:
         """Fit the diffusion on padded sets: token channels, coordinates, (a, b, c, alpha, beta, gamma)
-        per set, conditioning labels in [0, n_labels), and the mask of real sites."""
+        and the number of atoms of each set's cell, conditioning labels in [0, n_labels), and the mask of
+        real sites."""
         from iclrbench.models.set_diffusion import SetDiffusion
 
-        lattice = encode_lattice(lattice_params)
+        lattice = encode_lattice(lattice_params, atoms)
         self.lattice_mean, self.lattice_std = lattice.mean(0), lattice.std(0) + 1e-3
         self.model = SetDiffusion(
             vocab_sizes,
@@ -115,11 +130,17 @@ class DiffusionGenerator(CrystalGenerator):
         )
 
     def sample_diffusion(
-        self, labels: np.ndarray, mask: np.ndarray, allowed: list[np.ndarray | None] | None = None
+        self,
+        labels: np.ndarray,
+        mask: np.ndarray,
+        atoms: Callable[[list[np.ndarray]], np.ndarray],
+        allowed: list[np.ndarray | None] | None = None,
     ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
-        """(tokens, fractional coordinates, lattice parameters) of len(labels) sampled sets."""
+        """(tokens, fractional coordinates, lattice parameters) of len(labels) sampled sets; ``atoms``
+        gives each set's number of atoms from the sampled tokens, which scales its lattice."""
         tokens, coords, lattice = self.model.sample(labels, mask, allowed)
-        return tokens, coords, decode_lattice(lattice * self.lattice_std + self.lattice_mean)
+        features = lattice * self.lattice_std + self.lattice_mean
+        return tokens, coords, decode_lattice(features, atoms(tokens))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,8 +176,9 @@ class SymmCD(DiffusionGenerator):
                 coords[i, j], mask[i, j] = site.position, True
         labels = np.array([u.spacegroup for u in units])
         lattice = np.stack([u.lattice for u in units])
+        atoms = np.array([sum(site.multiplicity for site in u.sites) for u in units])
         self.train_diffusion(
-            [len(self.species), len(self.symmetries)], tokens, coords, lattice, labels, mask, 231
+            [len(self.species), len(self.symmetries)], tokens, coords, lattice, atoms, labels, mask, 231
         )
 
     def sample(self, n: int) -> list[Structure | None]:
@@ -171,7 +193,17 @@ class SymmCD(DiffusionGenerator):
         # categorical posterior is restricted to the group's site symmetries, its most probable valid one
         valid = {g: site_symmetries(g) for g in set(labels.tolist())}
         allowed = np.array([[s in valid[g] for s in self.symmetries] for g in labels.tolist()])
-        tokens, coords, lattice = self.sample_diffusion(labels, mask, [None, allowed])
+
+        def atoms(tokens: list[np.ndarray]) -> np.ndarray:
+            """The cell's atoms: the multiplicities of the sampled site symmetries in each group."""
+            return np.array(
+                [
+                    sum(multiplicity(int(g), self.symmetries[tokens[1][i, j]]) for j in range(size))
+                    for i, (g, size) in enumerate(picks)
+                ]
+            )
+
+        tokens, coords, lattice = self.sample_diffusion(labels, mask, atoms, [None, allowed])
         out = []
         for i, (g, size) in enumerate(picks):
             sites = [
@@ -212,7 +244,13 @@ class WyckoffTemplateSampler(CrystalGenerator):
             warnings.simplefilter("ignore")
             try:
                 params = Lattice.from_parameters(*unit.lattice)
-                lattice = PyxtalLattice.from_matrix(params.matrix, ltype=crystal_system(unit.spacegroup))
+                # seeded too: pyxtal's Lattice otherwise draws its own perturbations unseeded, so reruns
+                # placed atoms differently (seen once a metric read the positions: nn_distance_ratio)
+                lattice = PyxtalLattice.from_matrix(
+                    params.matrix,
+                    ltype=crystal_system(unit.spacegroup),
+                    random_state=int(self.rng.integers(2**31)),
+                )
                 crystal.from_random(
                     3,
                     unit.spacegroup,

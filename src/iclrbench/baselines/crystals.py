@@ -49,7 +49,7 @@ class DiffCSPUnconstrained(DiffusionGenerator):
                 coords[i, j], mask[i, j] = site.frac_coords % 1.0, True
         lattice = np.stack([np.array(s.lattice.parameters) for s in cells])
         self.train_diffusion(
-            [len(self.species)], [tokens], coords, lattice, np.zeros(n, dtype=np.int64), mask, 1
+            [len(self.species)], [tokens], coords, lattice, self.sizes, np.zeros(n, dtype=np.int64), mask, 1
         )
 
     def sample(self, n: int) -> list[Structure | None]:
@@ -57,7 +57,7 @@ class DiffCSPUnconstrained(DiffusionGenerator):
 
         sizes = self.sizes[self.rng.integers(len(self.sizes), size=n)]
         mask = np.arange(sizes.max())[None, :] < sizes[:, None]
-        tokens, coords, lattice = self.sample_diffusion(np.zeros(n, dtype=np.int64), mask)
+        tokens, coords, lattice = self.sample_diffusion(np.zeros(n, dtype=np.int64), mask, lambda _: sizes)
         out: list[Structure | None] = []
         for i, size in enumerate(sizes):
             cell = checked_lattice(lattice[i])

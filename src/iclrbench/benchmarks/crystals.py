@@ -127,6 +127,20 @@ def reference_statistics(config: CrystalConfig) -> dict[str, Any]:
     return stats
 
 
+@functools.lru_cache(maxsize=16)
+def training_groups(config: CrystalConfig) -> np.ndarray:
+    """The training crystals' space groups (spglib at 0.1, as the metric's), behind the d_sg floor."""
+    train, _ = cached_reference_set(config)
+    return crystal_metrics.spacegroups(train)
+
+
+@functools.lru_cache(maxsize=16)
+def training_density(config: CrystalConfig) -> tuple[float, float]:
+    """The training crystals' median nearest-neighbour distance (A) and volume per atom (A^3)."""
+    train, _ = cached_reference_set(config)
+    return crystal_metrics.nearest_neighbour_median(train), crystal_metrics.volume_per_atom_median(train)
+
+
 def _requests(budget: str) -> list[RunRequest]:
     return [RunRequest(a, {}, CLAIM_SEEDS[budget]) for a in ("symmcd", "diffcsp-p1", "train-replay")]
 
@@ -135,23 +149,69 @@ def _values(runs: list[RunResult], metric: str) -> list[float]:
     return [r.metrics[metric] for r in runs if metric in r.metrics]
 
 
-def judge_symmetry(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """SymmCD: d_sg <= 0.2 and >= 95% non-trivial groups; the unconstrained model: d_sg >= 0.4; each on
-    its Student-t interval over seeds, all three required."""
-    if len(groups) < 2 or not ok_runs(groups[0]) or not ok_runs(groups[1]):
-        return decision.empty("a generator has no successful run")
-    symm, plain = ok_runs(groups[0]), ok_runs(groups[1])
-    replay = ok_runs(groups[2]) if len(groups) > 2 else []
-    parts = {
-        "symmcd_d_sg": decision.threshold(_values(symm, "d_sg"), "<=", 0.2, quantity="SymmCD d_sg"),
+PAPER_D_SG = 0.2  # SymmCD's d_sg on MP-20 is under this
+FLOOR_MARGIN = 0.05  # "SymmCD's d_sg exceeds the floor by no more than 0.05"
+
+
+def _symmetry_parts(symm: list[RunResult], plain: list[RunResult], d_sg_part: Any) -> dict[str, Any]:
+    return {
+        **d_sg_part,
         "symmcd_nontrivial_sg_fraction": decision.threshold(
             _values(symm, "nontrivial_sg_fraction"), ">=", 0.95, quantity="SymmCD non-trivial fraction"
         ),
         "diffcsp_p1_d_sg": decision.threshold(_values(plain, "d_sg"), ">=", 0.4, quantity="DiffCSP-P1 d_sg"),
     }
-    return decision.combine(
-        parts, train_replay_d_sg_floor=round(mean_metric(replay, "d_sg"), 4) if replay else None
+
+
+def _floor_figures(symm: list[RunResult], plain: list[RunResult], replay: list[RunResult]) -> dict[str, Any]:
+    return {
+        "d_sg": {
+            "symmcd": round(mean_metric(symm, "d_sg"), 4),
+            "diffcsp-p1": round(mean_metric(plain, "d_sg"), 4),
+        },
+        "d_sg_floor": round(mean_metric(symm, "d_sg_floor"), 4),
+        "train_replay_d_sg": round(mean_metric(replay, "d_sg"), 4) if replay else None,
+    }
+
+
+def judge_symmetry(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """The paper's absolute claim: SymmCD d_sg <= 0.2 and >= 95% non-trivial groups; the unconstrained
+    model d_sg >= 0.4; each on its Student-t interval over seeds, all three required. Where the data's own
+    floor (the d_sg of a perfect generator at this data size, ``d_sg_floor``) exceeds 0.2, no generator
+    can meet the threshold and the claim is inconclusive, the floor named as the reason."""
+    if len(groups) < 2 or not ok_runs(groups[0]) or not ok_runs(groups[1]):
+        return decision.empty("a generator has no successful run")
+    symm, plain = ok_runs(groups[0]), ok_runs(groups[1])
+    replay = ok_runs(groups[2]) if len(groups) > 2 else []
+    figures = _floor_figures(symm, plain, replay)
+    floor = mean_metric(symm, "d_sg_floor")
+    if floor > PAPER_D_SG:
+        return decision.empty(
+            f"the data's d_sg floor {floor:.3f} (a perfect generator, {len(symm)} seeds) exceeds the paper's "
+            f"{PAPER_D_SG}: the threshold was set against MP-20's 9,000 test crystals",
+            **figures,
+        )
+    parts = _symmetry_parts(
+        symm,
+        plain,
+        {"symmcd_d_sg": decision.threshold(_values(symm, "d_sg"), "<=", PAPER_D_SG, quantity="SymmCD d_sg")},
     )
+    return decision.combine(parts, **figures)
+
+
+def judge_symmetry_at_scale(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """The claim at our data size: SymmCD's d_sg exceeds the floor by no more than FLOOR_MARGIN
+    (``d_sg_excess``), >= 95% of its valid samples are in a non-trivial group, and the unconstrained
+    model's d_sg >= 0.4; each on its Student-t interval over seeds."""
+    if len(groups) < 2 or not ok_runs(groups[0]) or not ok_runs(groups[1]):
+        return decision.empty("a generator has no successful run")
+    symm, plain = ok_runs(groups[0]), ok_runs(groups[1])
+    replay = ok_runs(groups[2]) if len(groups) > 2 else []
+    excess = decision.threshold(
+        _values(symm, "d_sg_excess"), "<=", FLOOR_MARGIN, quantity="SymmCD d_sg - floor"
+    )
+    parts = _symmetry_parts(symm, plain, {"symmcd_d_sg_excess": excess})
+    return decision.combine(parts, **_floor_figures(symm, plain, replay))
 
 
 def judge_validity(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
@@ -175,8 +235,9 @@ FINGERPRINT_METRICS = ("coverage_recall", "coverage_precision", "unique_template
 class CrystalTask(Task):
     id = TASK_ID
     # 2: one data set per data_seed; sampler fixes; d_sg in nats. 3: pyxtal seeded (reproducible data).
-    # 4: sites sharing a site symmetry go to their nearest Wyckoff position (SymmCD's samples change)
-    version = 4
+    # 4: sites sharing a site symmetry go to their nearest Wyckoff position (SymmCD's samples change).
+    # 5: lattices learned per atom (lengths / N^(1/3)); the d_sg floor and the density diagnostics
+    version = 5
     paper = Paper(
         title="SymmCD: Symmetry-Preserving Crystal Generation with Diffusion Models",
         authors="Daniel Levy, Siba Smarak Panigrahi, Sekou-Oumar Kaba, Qiang Zhu, Kin Long Kelvin Lee, "
@@ -207,7 +268,7 @@ class CrystalTask(Task):
                 "test_fraction": 0.5,
                 "n_samples": 1000,
                 "coverage_samples": 40,
-                "train_steps": 1500,
+                "train_steps": 4000,  # 1,500 left the unconstrained model's coordinates loose (validity 0.83)
                 "diffusion_steps": 100,
             },
             "a few minutes per run",
@@ -226,6 +287,8 @@ class CrystalTask(Task):
     }
     metrics = (
         Metric("d_sg", False, "", "Jensen-Shannon distance (nats) of space-group histograms to the test set"),
+        Metric("d_sg_floor", False, "", "d_sg of a perfect generator at this data size (bootstrap mean)"),
+        Metric("d_sg_excess", False, "", "d_sg - d_sg_floor"),
         Metric("nontrivial_sg_fraction", True, "", "valid samples spglib finds in a group other than P1"),
         Metric("structural_validity", True, "", "min distance >= 0.5 A, volume >= 0.1 A^3, lengths <= 40 A"),
         Metric("compositional_validity", True, "", "SMACT charge neutrality and electronegativity"),
@@ -235,6 +298,10 @@ class CrystalTask(Task):
         Metric("coverage_precision", True, "", "samples matching a test crystal"),
         Metric("unique_templates", True, "", "distinct Wyckoff templates among the fingerprinted samples"),
         Metric("novel_templates", True, "", "distinct templates absent from the training set"),
+        Metric(
+            "nn_distance_ratio", True, "", "valid samples' median nearest-neighbour distance / training's"
+        ),
+        Metric("volume_per_atom_ratio", True, "", "valid samples' median volume per atom / training's"),
         Metric("seconds", False, "s", "fit + sample, wall clock"),
     )
     protocol = "CrystalGenerator: fit(train: list[pymatgen Structure]); sample(n) -> list[Structure | None]"
@@ -244,10 +311,18 @@ class CrystalTask(Task):
         Claim(
             "symmetric-vs-unconstrained",
             "SymmCD reaches d_sg <= 0.2 with >= 95% of samples in a non-trivial space group; the "
-            "unconstrained generator collapses toward P1 (d_sg >= 0.4).",
+            "unconstrained generator collapses toward P1 (d_sg >= 0.4). Inconclusive where the data's own "
+            "d_sg floor exceeds 0.2.",
             _requests,
             judge_symmetry,
-            version=2,
+            version=3,
+        ),
+        Claim(
+            "symmetric-at-our-scale",
+            f"SymmCD's d_sg exceeds the data's floor by no more than {FLOOR_MARGIN}, with >= 95% of samples "
+            "in a non-trivial space group; the unconstrained generator's d_sg >= 0.4.",
+            _requests,
+            judge_symmetry_at_scale,
         ),
         Claim(
             "both-structurally-valid",
@@ -286,6 +361,8 @@ class CrystalTask(Task):
                 reference,
                 coverage_samples=config.coverage_samples,
                 rng=rng_for(seed, self.id, "metrics"),
+                train_density=training_density(config),
+                train_groups=training_groups(config),
             )
         metrics["seconds"] = seconds
         return Outcome(

@@ -137,6 +137,15 @@ def site_symmetries(number: int) -> frozenset[str]:
     return frozenset(wp.get_site_symmetry_object().name for wp in group(number).Wyckoff_positions)
 
 
+@functools.lru_cache(maxsize=4096)
+def multiplicity(number: int, site_symmetry: str) -> int:
+    """Atoms in the orbit of a Wyckoff position of G with this site symmetry (the general position's if G
+    has none); positions sharing a site symmetry share the multiplicity |G| / |site symmetry|."""
+    positions = group(number).Wyckoff_positions
+    match = [wp for wp in positions if wp.get_site_symmetry_object().name == site_symmetry]
+    return int((match or [positions[0]])[0].multiplicity)
+
+
 @functools.lru_cache(maxsize=1)
 def mp_templates(max_atoms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(space group, atoms, Wyckoff index string, MP count) rows of pyxtal's MP statistics."""
@@ -393,7 +402,33 @@ def nearest_orbit(
     orbit = (rotations @ best + translations) % 1.0
     # G's operations map a special point onto each orbit member several times: keep one of each
     _, first = np.unique(np.round(orbit, 4) % 1.0, axis=0, return_index=True)
-    return orbit[np.sort(first)]
+    return merge_images(orbit[np.sort(first)], matrix)
+
+
+def merge_images(orbit: np.ndarray, matrix: np.ndarray, tol: float = MIN_DISTANCE) -> np.ndarray:
+    """An orbit whose images lie closer than ``tol`` A to one another (periodic) belongs to a point near a
+    position of higher symmetry: the images of each such cluster are merged into their mean, which lies
+    on that position, as pyxtal's Wyckoff ``merge`` does. Two images closer than the validity's 0.5 A
+    cannot both be atoms. Each cluster is single-linkage; the result is still G-invariant, since G permutes
+    the clusters."""
+    n = len(orbit)
+    if n < 2:
+        return orbit
+    delta = ((orbit[None, :, :] - orbit[:, None, :] + 0.5) % 1.0) - 0.5  # (i, j): j's image nearest i
+    close = np.linalg.norm(delta @ matrix, axis=-1) < tol
+    label = np.arange(n)
+    for _ in range(n):  # single-linkage: propagate the smallest label through close pairs
+        merged = np.where(close, label[None, :], n).min(1)
+        if np.array_equal(merged, label):
+            break
+        label = merged
+    if len(np.unique(label)) == n:
+        return orbit
+    out = []
+    for root in np.unique(label):
+        members = np.flatnonzero(label == root)
+        out.append(np.round(orbit[root] + delta[root, members].mean(0), 12) % 1.0)
+    return np.array(out)
 
 
 def build_structure(unit: AsymmetricUnit) -> Structure | None:
