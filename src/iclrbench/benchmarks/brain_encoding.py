@@ -370,12 +370,13 @@ class BrainEncodingTask(Task):
 
     def evaluate(self, algorithm: Algorithm, config: BrainEncodingConfig, seed: int) -> Outcome:
         from iclrbench.algorithms.brain_encoding import EncodingPipeline
+        from iclrbench.models.brain_features import feature_sets
         from iclrbench.models.torch_threads import one_torch_thread
 
         if not isinstance(algorithm, EncodingPipeline):
             raise TypeError(f"{type(algorithm).__name__} is not an EncodingPipeline")
         with one_torch_thread():  # parallel runs do not oversubscribe; one thread sums in one order
-            recording = record(config, seed)
+            recording = record(config, seed, feature_sets)
             started = time.perf_counter()
             encoding = encode(algorithm, recording, config.all_partitions)
             metrics = summarise(encoding, recording, config)

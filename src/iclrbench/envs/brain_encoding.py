@@ -36,8 +36,7 @@ Gaussian noise of the voxel's own scale, in ``repeats`` independent repeats per 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -336,11 +335,13 @@ def planted_truth(
     return Truth(r2, partitions, noise_ceiling)
 
 
-def record(config: BrainEncodingConfig, seed: int, features_of: Any = None) -> Recording:
-    """The whole experiment of ``seed``: scenes, features (``features_of(scenes, config)``, by default
+def record(
+    config: BrainEncodingConfig,
+    seed: int,
+    features_of: Callable[[Scenes, BrainEncodingConfig], Mapping[str, np.ndarray]],
+) -> Recording:
+    """The whole experiment of ``seed``: scenes, features (``features_of(scenes, config)``: the task passes
     :func:`iclrbench.models.brain_features.feature_sets`), planted signals, noisy repeats and the split."""
-    if features_of is None:
-        from iclrbench.models.brain_features import feature_sets as features_of
     scenes = draw_scenes(config.images, rng_for(seed, TASK_ID, "scenes"))
     features = features_of(scenes, config)
     rng = rng_for(seed, TASK_ID, "voxels")
