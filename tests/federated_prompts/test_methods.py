@@ -15,6 +15,7 @@ from iclrbench.algorithms.federated_prompts import (
     PFedMoAPParams,
     PromptMethod,
     ServerState,
+    class_logits,
     initial_context,
     make_gate,
     prompt_accuracy,
@@ -75,13 +76,26 @@ def test_prompt_features_depend_on_the_context_and_only_it_gets_gradients() -> N
     assert not torch.allclose(stacked[1], stacked[0], atol=1e-3)
 
 
+def _training_loss(data: LocalData, ctx: np.ndarray) -> float:
+    """CoOp's cross-entropy on the client's own training shots with context ``ctx``."""
+    import torch
+
+    with torch.no_grad():
+        text = data.encoder.encode(torch.from_numpy(np.asarray(ctx, dtype=np.float32)))
+        logits = class_logits(data, data.train_x, text)
+        return float(torch.nn.functional.cross_entropy(logits, data.train_y))
+
+
 def test_coop_learns_on_a_clients_own_data() -> None:
+    """The prompt fits the client's shots (its loss falls) without losing test accuracy. (Test accuracy
+    alone cannot always rise: this client's zero-shot accuracy is 23 of 24 with some image towers.)"""
     config = catalog.get_task(TASK).make_config("smoke", {"local_epochs": 8, "shots": 8})
     settings = RunSettings("local-coop", {}, cfg.as_dict(config), 0)
     data = local_data(settings.to_json(), 1)
     start = initial_context(config, 0)
     trained = train_prompt(data, start, config, seed=1)
-    assert prompt_accuracy(data, trained) > prompt_accuracy(data, start)
+    assert _training_loss(data, trained) < 0.9 * _training_loss(data, start)
+    assert prompt_accuracy(data, trained) >= prompt_accuracy(data, start)
     assert np.array_equal(train_prompt(data, start, config, seed=1), trained)  # seeded batches
 
 

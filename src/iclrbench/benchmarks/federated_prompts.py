@@ -112,7 +112,7 @@ def judge_shift(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]
 
 class FederatedPromptTask(Task):
     id = TASK_ID
-    version = 1
+    version = 2  # 2: the image tower is trained on one thread (models.vision_language v3)
     paper = Paper(
         title="Mixture of experts made personalized: federated prompt learning for vision-language models",
         authors="Jun Luo, Chen Chen, Shandong Wu",
