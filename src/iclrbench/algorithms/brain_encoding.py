@@ -121,6 +121,8 @@ class EncodingPipeline(Algorithm):
     normalise: ClassVar[bool] = True
     #: training features shuffled against their responses (the null control)
     shuffle: ClassVar[bool] = False
+    #: a pair is fitted by banded ridge (one penalty per set); otherwise the two sets side by side
+    banded: ClassVar[bool] = True
 
     def fit_predict(
         self, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray
@@ -135,7 +137,10 @@ class EncodingPipeline(Algorithm):
         xa_test: np.ndarray,
         xb_test: np.ndarray,
     ) -> np.ndarray:
-        return banded_ridge_himalaya(xa_train, xb_train, y_train, xa_test, xb_test, self.config.cv_folds)
+        if self.banded:
+            return banded_ridge_himalaya(xa_train, xb_train, y_train, xa_test, xb_test, self.config.cv_folds)
+        x_train, x_test = np.hstack([xa_train, xb_train]), np.hstack([xa_test, xb_test])
+        return self.fit_predict(x_train, y_train, x_test)[0]
 
 
 @register_algorithm(task=TASK_ID, name="himalaya-ridge", role="reference")
@@ -148,20 +153,12 @@ class HimalayaRidge(EncodingPipeline):
 class OrdinaryLeastSquares(EncodingPipeline):
     """Least squares without a penalty; a pair is the two sets side by side."""
 
+    banded = False
+
     def fit_predict(
         self, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         return least_squares(x_train, y_train, x_test), np.full(y_train.shape[1], np.nan)
-
-    def fit_predict_pair(
-        self,
-        xa_train: np.ndarray,
-        xb_train: np.ndarray,
-        y_train: np.ndarray,
-        xa_test: np.ndarray,
-        xb_test: np.ndarray,
-    ) -> np.ndarray:
-        return least_squares(np.hstack([xa_train, xb_train]), y_train, np.hstack([xa_test, xb_test]))
 
 
 @register_algorithm(task=TASK_ID, name="global-alpha", role="baseline")
@@ -170,21 +167,12 @@ class GlobalAlpha(EncodingPipeline):
     sets side by side under one alpha. (A single set's alpha is shared by all four regions' voxels, a
     pair's by its partition region's only.)"""
 
+    banded = False
+
     def fit_predict(
         self, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         return ridge_cv_himalaya(x_train, y_train, x_test, self.config.cv_folds, local_alpha=False)
-
-    def fit_predict_pair(
-        self,
-        xa_train: np.ndarray,
-        xb_train: np.ndarray,
-        y_train: np.ndarray,
-        xa_test: np.ndarray,
-        xb_test: np.ndarray,
-    ) -> np.ndarray:
-        x_train, x_test = np.hstack([xa_train, xb_train]), np.hstack([xa_test, xb_test])
-        return self.fit_predict(x_train, y_train, x_test)[0]
 
 
 @register_algorithm(task=TASK_ID, name="no-nc-normalisation", role="baseline")
@@ -199,22 +187,12 @@ class SklearnRidgeCV(EncodingPipeline):
     """A loop of scikit-learn RidgeCV per voxel over the same alphas (leave-one-out selection); a pair is
     the two sets side by side under one alpha per voxel."""
 
+    banded = False
+
     def fit_predict(
         self, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         return ridge_cv_sklearn_loop(x_train, y_train, x_test)
-
-    def fit_predict_pair(
-        self,
-        xa_train: np.ndarray,
-        xb_train: np.ndarray,
-        y_train: np.ndarray,
-        xa_test: np.ndarray,
-        xb_test: np.ndarray,
-    ) -> np.ndarray:
-        return ridge_cv_sklearn_loop(np.hstack([xa_train, xb_train]), y_train, np.hstack([xa_test, xb_test]))[
-            0
-        ]
 
 
 @register_algorithm(task=TASK_ID, name="shuffled-control", role="baseline")
