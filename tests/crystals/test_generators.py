@@ -120,15 +120,35 @@ def test_the_d_sg_floor_is_the_distance_between_draws_of_one_distribution() -> N
 
     rng = np.random.default_rng(0)
     groups, p = [1, 2, 14, 62, 225], [0.1, 0.2, 0.3, 0.2, 0.2]
-    train, test = rng.choice(groups, size=500, p=p), rng.choice(groups, size=500, p=p)
-    mean, low, high = spacegroup_distance_floor(train, test, 1000, np.random.default_rng(1))
+    population = np.zeros(231)
+    population[groups] = p
+    mean, low, high = spacegroup_distance_floor(population, 1000, 500, np.random.default_rng(1))
     assert 0 < low <= mean <= high < 0.1  # five groups: draws of hundreds agree closely
-    fresh = [spacegroup_distance(rng.choice(groups, 1000, p=p), test) for _ in range(200)]
-    assert mean == pytest.approx(np.mean(fresh), rel=0.2)  # as a fresh draw of the population
-    spread_train, spread_test = rng.integers(1, 231, size=500), rng.integers(1, 231, size=500)
-    assert spacegroup_distance_floor(spread_train, spread_test, 1000, np.random.default_rng(1))[0] > 0.3
-    smaller = spacegroup_distance_floor(train, test, 100, np.random.default_rng(1))[0]
+    fresh = [
+        spacegroup_distance(rng.choice(groups, 1000, p=p), rng.choice(groups, 500, p=p)) for _ in range(400)
+    ]
+    assert mean == pytest.approx(np.mean(fresh), rel=0.1)  # as two fresh draws of the population
+    spread = np.r_[0.0, np.ones(230)]
+    assert spacegroup_distance_floor(spread, 1000, 500, np.random.default_rng(1))[0] > 0.3
+    smaller = spacegroup_distance_floor(population, 100, 500, np.random.default_rng(1))[0]
     assert smaller > mean  # fewer samples, noisier histogram
+    assert spacegroup_distance_floor(population, 0, 500, np.random.default_rng(1)) == (1.0, 1.0, 1.0)
+
+
+def test_the_population_is_the_generators_distribution_with_the_shipped_structures() -> None:
+    from iclrbench.envs.crystals import CrystalConfig, mp_templates, reference_population, shipped_structures
+
+    config = CrystalConfig(n_reference=1000)
+    population = reference_population(config)
+    assert population.shape == (231,) and population.min() >= 0 and population.sum() == pytest.approx(1.0)
+    assert population[0] == 0  # no bin for a failed analysis, as in the metric's histogram
+    spg, _, _, counts = mp_templates(config.max_atoms)
+    generated = np.bincount(spg, weights=counts, minlength=231) / counts.sum()
+    share = len(shipped_structures()) / 1000
+    never_shipped = generated > 0.01  # the common groups: their mass is the generator's, scaled down
+    assert population[never_shipped].sum() >= (1 - share) * generated[never_shipped].sum() - 1e-12
+    larger = reference_population(CrystalConfig(n_reference=100_000))
+    assert np.abs(larger - generated).sum() < np.abs(population - generated).sum()  # shipped share shrinks
 
 
 def test_reference_data_is_fixed_by_data_seed_and_its_statistics_survive_the_cache(

@@ -119,8 +119,9 @@ class PyxtalRandom(_CompositionSampler):
 
 @register_algorithm(task=TASK, name="train-replay", role="oracle")
 class TrainReplay(CrystalGenerator):
-    """Oracle of calibration: returns training crystals themselves. Its d_sg is the floor that finite
-    train and test sets allow, the reference against which d_sg <= 0.2 should be read."""
+    """Oracle of calibration: returns training crystals themselves. Its d_sg sits above the data's floor
+    (``d_sg_floor``, two independent draws of the population): its histogram carries the training set's
+    own sampling noise on top of the test set's."""
 
     def fit(self, train: list[Structure]) -> None:
         self.train = list(train)
