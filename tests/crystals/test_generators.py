@@ -49,7 +49,9 @@ def test_diffusion_trains_and_samples_deterministically() -> None:
     assert f_a.min() >= 0 and f_a.max() < 1
 
 
-@pytest.mark.parametrize("algorithm", ["train-replay", "random-cell", "wyckoff-template", "symmcd"])
+@pytest.mark.parametrize(
+    "algorithm", ["train-replay", "reference-generator", "random-cell", "wyckoff-template", "symmcd"]
+)
 def test_generators_run_through_the_task(algorithm: str) -> None:
     spec = runner.plan(
         TASK, [algorithm], [0], "smoke", {"train_steps": "5", "diffusion_steps": "5", "coverage_samples": "5"}
@@ -59,11 +61,14 @@ def test_generators_run_through_the_task(algorithm: str) -> None:
     m = result.metrics
     for name in ("d_sg", "structural_validity", "compositional_validity", "nontrivial_sg_fraction"):
         assert 0.0 <= m[name] <= 1.0
+    assert 0.0 < m["d_sg_floor_low"] <= m["d_sg_floor"] <= m["d_sg_floor_high"] < 1.0
     if algorithm == "train-replay":
         assert m["structural_validity"] == 1.0 and m["novel_templates"] == 0.0
+    if algorithm == "reference-generator":  # fresh crystals of the reference set's own population
+        assert m["structural_validity"] == 1.0 and m["compositional_validity"] > 0.9
 
 
-@pytest.mark.parametrize("algorithm", ["pyxtal-random", "wyckoff-template", "symmcd"])
+@pytest.mark.parametrize("algorithm", ["pyxtal-random", "wyckoff-template", "symmcd", "reference-generator"])
 def test_same_seed_same_crystals(algorithm: str) -> None:
     """Every random draw goes through the run's generator (pyxtal included): a rerun is identical."""
     spec = runner.plan(

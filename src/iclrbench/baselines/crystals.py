@@ -6,6 +6,9 @@
   with a training crystal's composition.
 - ``pyxtal-random``: pyxtal's random symmetric crystals: a training composition placed in a space group
   drawn from the training distribution (pyxtal chooses Wyckoff positions and coordinates).
+
+Oracles of calibration: ``train-replay`` (training crystals themselves) and ``reference-generator`` (fresh
+crystals from the reference set's own generator: a perfect generator, whose d_sg is one draw of the floor).
 """
 
 from __future__ import annotations
@@ -19,7 +22,13 @@ import numpy as np
 from iclrbench.algorithms.crystals import TASK, CrystalGenerator, DiffusionGenerator, DiffusionParams
 from iclrbench.core.algorithm import register_algorithm
 from iclrbench.core.config import param
-from iclrbench.envs.crystals import checked_lattice, spacegroup_of
+from iclrbench.envs.crystals import (
+    checked_lattice,
+    generate_crystal,
+    shipped_structures,
+    spacegroup_of,
+    structurally_valid,
+)
 
 if TYPE_CHECKING:
     from pymatgen.core import Structure
@@ -128,3 +137,26 @@ class TrainReplay(CrystalGenerator):
 
     def sample(self, n: int) -> list[Structure | None]:
         return [self.train[i] for i in self.rng.integers(len(self.train), size=n)]
+
+
+@register_algorithm(task=TASK, name="reference-generator", role="oracle")
+class ReferenceGenerator(CrystalGenerator):
+    """Oracle of calibration: fresh crystals from the process the reference set itself was drawn from
+    (:func:`~iclrbench.envs.crystals.reference_set`: a shipped structure at its share of the set, else
+    :func:`~iclrbench.envs.crystals.generate_crystal`), so a perfect generator. Its d_sg is one draw of
+    what ``d_sg_floor`` averages: its ``d_sg_excess`` should lie within the floor's range."""
+
+    def fit(self, train: list[Structure]) -> None:
+        self.shipped = shipped_structures()
+
+    def sample(self, n: int) -> list[Structure | None]:
+        share = min(len(self.shipped) / self.config.n_reference, 1.0)
+        out: list[Structure | None] = []
+        while len(out) < n:
+            if self.rng.random() < share:
+                out.append(self.shipped[int(self.rng.integers(len(self.shipped)))])
+                continue
+            crystal = generate_crystal(self.rng, self.config.max_atoms)
+            if crystal is not None and structurally_valid([crystal])[0]:  # as reference_set keeps them
+                out.append(crystal)
+        return out
