@@ -24,10 +24,9 @@ from iclrbench.core.algorithm import register_algorithm
 from iclrbench.core.config import param
 from iclrbench.envs.crystals import (
     checked_lattice,
-    generate_crystal,
     shipped_structures,
     spacegroup_of,
-    structurally_valid,
+    valid_crystal,
 )
 
 if TYPE_CHECKING:
@@ -156,7 +155,5 @@ class ReferenceGenerator(CrystalGenerator):
             if self.rng.random() < share:
                 out.append(self.shipped[int(self.rng.integers(len(self.shipped)))])
                 continue
-            crystal = generate_crystal(self.rng, self.config.max_atoms)
-            if crystal is not None and structurally_valid([crystal])[0]:  # as reference_set keeps them
-                out.append(crystal)
+            out.append(valid_crystal(self.rng, self.config.max_atoms))
         return out

@@ -252,15 +252,21 @@ def structurally_valid(structures: Sequence[Structure]) -> np.ndarray:
     return out
 
 
+def valid_crystal(rng: np.random.Generator, max_atoms: int = MAX_ATOMS) -> Structure:
+    """The next :func:`generate_crystal` that pyxtal built and that passes our structural validity too:
+    pyxtal's own distance check uses its tolerance matrix, and a reference crystal must pass ours, as every
+    MP-20 crystal does, so that replaying training crystals scores a structural validity of 1."""
+    while True:
+        crystal = generate_crystal(rng, max_atoms)
+        if crystal is not None and structurally_valid([crystal])[0]:
+            return crystal
+
+
 def reference_set(config: CrystalConfig, rng: np.random.Generator) -> tuple[list[Structure], list[Structure]]:
     """(train, test): shipped structures plus generated ones, shuffled and split with ``rng``."""
     structures = shipped_structures()
     while len(structures) < config.n_reference:
-        crystal = generate_crystal(rng, config.max_atoms)
-        # pyxtal's own distance check uses its tolerance matrix; the data set must also pass ours, as every
-        # MP-20 crystal does, so that replaying training crystals scores a structural validity of 1
-        if crystal is not None and structurally_valid([crystal])[0]:
-            structures.append(crystal)
+        structures.append(valid_crystal(rng, config.max_atoms))
     order = rng.permutation(len(structures))[: config.n_reference]
     structures = [structures[i] for i in order]
     n_test = max(1, round(config.test_fraction * len(structures)))
