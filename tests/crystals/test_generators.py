@@ -50,7 +50,8 @@ def test_diffusion_trains_and_samples_deterministically() -> None:
 
 
 @pytest.mark.parametrize(
-    "algorithm", ["train-replay", "reference-generator", "random-cell", "wyckoff-template", "symmcd"]
+    "algorithm",
+    ["train-replay", "reference-generator", "random-positions", "random-cell", "wyckoff-template", "symmcd"],
 )
 def test_generators_run_through_the_task(algorithm: str) -> None:
     spec = runner.plan(
@@ -103,6 +104,33 @@ def test_claim_judges_can_say_no() -> None:
     for judge in (judge_symmetry, judge_symmetry_at_scale, judge_validity):
         assert judge([[], [], []])[0] == "inconclusive" and judge([])[0] == "inconclusive"
     assert judge_validity([good[:1], p1[:1]])[0] == "inconclusive"  # one seed: no interval
+
+
+def test_the_validity_claim_shows_the_chance_level_beside_the_generators() -> None:
+    good = _runs(structural_validity=0.95)
+    verdict, measured = judge_validity([good, good, _runs(), _runs(structural_validity=0.8)])
+    assert verdict == "reproduced" and measured["chance_structural_validity"] == 0.8
+    assert judge_validity([good, good])[1]["chance_structural_validity"] is None
+
+
+def test_random_positions_keep_the_training_lattices_and_species() -> None:
+    """The chance level moves atoms only: each sample is some training crystal's lattice and species with
+    positions in [0, 1); on crowded cells some land closer than 0.5 A, so validity drops below 1."""
+    import numpy as np
+
+    from iclrbench.baselines.crystals import RandomPositions
+    from iclrbench.benchmarks.crystals import CrystalTask, cached_reference_set
+    from iclrbench.envs.crystals import structurally_valid
+
+    config = CrystalTask().make_config("smoke")
+    train, _ = cached_reference_set(config)
+    algorithm = RandomPositions(RandomPositions.Params(), config, np.random.default_rng(0))
+    algorithm.fit(train)
+    samples = algorithm.sample(200)
+    cells = {(tuple(np.round(s.lattice.abc, 6)), s.composition.formula) for s in train}
+    assert all((tuple(np.round(s.lattice.abc, 6)), s.composition.formula) in cells for s in samples)
+    assert all(s.frac_coords.min() >= 0.0 and s.frac_coords.max() < 1.0 for s in samples)
+    assert 0.0 < structurally_valid(samples).mean() < 1.0
 
 
 def test_the_paper_threshold_yields_to_the_data_floor_and_the_claim_at_our_scale_is_judged() -> None:

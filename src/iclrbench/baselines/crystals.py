@@ -7,8 +7,10 @@
 - ``pyxtal-random``: pyxtal's random symmetric crystals: a training composition placed in a space group
   drawn from the training distribution (pyxtal chooses Wyckoff positions and coordinates).
 
-Oracles of calibration: ``train-replay`` (training crystals themselves) and ``reference-generator`` (fresh
-crystals from the reference set's own generator: a perfect generator, whose d_sg is one draw of the floor).
+Oracles of calibration: ``train-replay`` (training crystals themselves), ``reference-generator`` (fresh
+crystals from the reference set's own generator: a perfect generator, whose d_sg is one draw of the floor)
+and ``random-positions`` (training lattices and species, atoms placed uniformly at random: the chance level
+of structural validity).
 """
 
 from __future__ import annotations
@@ -136,6 +138,28 @@ class TrainReplay(CrystalGenerator):
 
     def sample(self, n: int) -> list[Structure | None]:
         return [self.train[i] for i in self.rng.integers(len(self.train), size=n)]
+
+
+@register_algorithm(task=TASK, name="random-positions", role="oracle")
+class RandomPositions(CrystalGenerator):
+    """Oracle of calibration, the chance level of structural validity: a training crystal's lattice and
+    species with every atom moved to a uniformly random fractional position. A generator that learned the
+    lattices and compositions perfectly but atom placement not at all scores this; a learned generator's
+    validity is worth what it gains over it."""
+
+    def fit(self, train: list[Structure]) -> None:
+        self.train = list(train)
+
+    def sample(self, n: int) -> list[Structure | None]:
+        from pymatgen.core import Structure
+
+        out: list[Structure | None] = []
+        for i in self.rng.integers(len(self.train), size=n):
+            crystal = self.train[i]
+            positions = self.rng.random((len(crystal), 3))
+            # per-site compositions, not .species: a shipped structure may be disordered
+            out.append(Structure(crystal.lattice, [site.species for site in crystal], positions))
+        return out
 
 
 @register_algorithm(task=TASK, name="reference-generator", role="oracle")

@@ -147,7 +147,8 @@ def training_density(config: CrystalConfig) -> tuple[float, float]:
 
 
 def _requests(budget: str) -> list[RunRequest]:
-    return [RunRequest(a, {}, CLAIM_SEEDS[budget]) for a in ("symmcd", "diffcsp-p1", "train-replay")]
+    generators = ("symmcd", "diffcsp-p1", "train-replay", "random-positions")
+    return [RunRequest(a, {}, CLAIM_SEEDS[budget]) for a in generators]
 
 
 def _values(runs: list[RunResult], metric: str) -> list[float]:
@@ -224,17 +225,20 @@ def judge_symmetry_at_scale(groups: list[list[RunResult]]) -> tuple[Verdict, dic
 
 
 def judge_validity(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """Both generators keep structural validity >= 90% (each on its interval over seeds)."""
+    """Both generators keep structural validity >= 90% (each on its interval over seeds). Beside them, the
+    chance level (``random-positions``: training lattices and species, atoms placed uniformly at random)."""
     if len(groups) < 2 or not ok_runs(groups[0]) or not ok_runs(groups[1]):
         return decision.empty("a generator has no successful run")
     symm, plain = ok_runs(groups[0]), ok_runs(groups[1])
+    chance = ok_runs(groups[3]) if len(groups) > 3 else []
     parts = {
         f"{name}_structural_validity": decision.threshold(
             _values(runs, "structural_validity"), ">=", 0.9, quantity=f"{name} structural validity"
         )
         for name, runs in (("symmcd", symm), ("diffcsp_p1", plain))
     }
-    return decision.combine(parts)
+    chance_level = round(mean_metric(chance, "structural_validity"), 4) if chance else None
+    return decision.combine(parts, chance_structural_validity=chance_level)
 
 
 #: the metrics computed from CrystalNN fingerprints and Wyckoff templates of ``coverage_samples`` samples
@@ -342,7 +346,7 @@ class CrystalTask(Task):
             "Both generators keep structural validity >= 90%.",
             _requests,
             judge_validity,
-            version=2,
+            version=3,  # 3: the chance level (random-positions) stands beside the generators' validity
         ),
     )
 
