@@ -14,7 +14,7 @@ from scipy import stats as sps
 
 from iclrbench.core import decision
 from iclrbench.core.result import RunResult
-from iclrbench.testing import fake_run
+from iclrbench.testing import fake_run, fake_runs
 
 REPETITIONS = 2000
 
@@ -117,3 +117,16 @@ def test_compare_runs_pairs_on_shared_seeds_and_leaves_failures_out() -> None:
     assert ev.seeds == (4,) and "paired" in ev.method and ev.verdict == "reproduced"
     # without pairing the seed effect (spread 0..5) swamps the difference of 1
     assert decision.compare_runs(a, b, "m", ">", paired=False).verdict == "inconclusive"
+
+
+def test_runs_where_picks_one_arm_across_groups_and_drops_failures() -> None:
+    from iclrbench.core.task import runs_where
+
+    upper = fake_runs(algorithm="mask", seeds=(0, 1), config={"layers": "upper"})
+    lower = fake_runs(algorithm="mask", seeds=(0, 1), config={"layers": "lower"})
+    failed = fake_runs(algorithm="mask", seeds=(2,), config={"layers": "upper"}, status="failed")
+    other = fake_runs(algorithm="control", seeds=(0,), config={"layers": "upper"})
+    groups = [upper + other, lower + failed]
+    assert runs_where(groups, "mask", layers="upper") == upper
+    assert runs_where(groups, "mask") == upper + lower
+    assert runs_where(groups, "control", layers="lower") == []

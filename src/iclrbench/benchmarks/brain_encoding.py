@@ -44,7 +44,7 @@ from iclrbench.core.task import (
     RunRequest,
     Task,
     Verdict,
-    ok_runs,
+    runs_where,
 )
 from iclrbench.envs.brain_encoding import (
     CLAIM_PARTITIONS,
@@ -188,10 +188,6 @@ def _seeds(budget: str) -> tuple[int, ...]:
     return CLAIM_SEEDS.get(budget, CLAIM_SEEDS["small"])
 
 
-def _runs(groups: list[list[RunResult]], algorithm: str) -> list[RunResult]:
-    return [r for runs in groups for r in ok_runs(runs) if r.algorithm == algorithm]
-
-
 def _values(runs: list[RunResult], metric: str) -> list[float]:
     return list(metric_values(runs, metric).values())
 
@@ -212,10 +208,10 @@ def judge_recovery(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, An
     shared caption / count variance in the mixed region, each within RECOVERY_TOLERANCE of the planted
     value (both sides, on the Student-t interval of the signed error over seeds). The unnormalised
     pipeline's errors are reported beside it."""
-    runs = _runs(groups, "himalaya-ridge")
+    runs = runs_where(groups, "himalaya-ridge")
     if len(runs) < 2:
         return empty("fewer than 2 seeds of himalaya-ridge")
-    raw = _runs(groups, "no-nc-normalisation")
+    raw = runs_where(groups, "no-nc-normalisation")
     parts = {
         **_within(
             _values(runs, "count_unique_error"), RECOVERY_TOLERANCE, "count region: unique count error"
@@ -238,7 +234,7 @@ def vision_requests(budget: str) -> list[RunRequest]:
 def judge_vision(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
     """The planted best instruction feature set's normalised r beats the vision-only model's in the
     category region (difference > 0) and does not in the early visual region (difference < 0)."""
-    runs = _runs(groups, "himalaya-ridge")
+    runs = runs_where(groups, "himalaya-ridge")
     if len(runs) < 2:
         return empty("fewer than 2 seeds of himalaya-ridge")
     parts = {
@@ -263,7 +259,7 @@ def null_requests(budget: str) -> list[RunRequest]:
 def judge_null(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
     """With the images shuffled against the responses, every region's normalised r lies within
     NULL_TOLERANCE of 0 (both sides, Student-t interval over seeds)."""
-    runs = _runs(groups, "shuffled-control")
+    runs = runs_where(groups, "shuffled-control")
     if len(runs) < 2:
         return empty("fewer than 2 seeds of shuffled-control")
     parts: dict[str, Evidence] = {}

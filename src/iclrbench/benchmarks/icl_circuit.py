@@ -40,7 +40,7 @@ from iclrbench.core.task import (
     RunRequest,
     Task,
     Verdict,
-    ok_runs,
+    runs_where,
 )
 from iclrbench.envs.icl_circuit import TASK_ID, IclCircuitConfig, episode_rng, layer_range
 
@@ -57,15 +57,6 @@ class BelowChance(RuntimeError):
 # ------------------------------------------------------------------------------------------------ claims
 def _seeds(budget: str) -> tuple[int, ...]:
     return CLAIM_SEEDS.get(budget, CLAIM_SEEDS["small"])
-
-
-def _runs(groups: list[list[RunResult]], algorithm: str, layers: str) -> list[RunResult]:
-    return [
-        r
-        for runs in groups
-        for r in ok_runs(runs)
-        if r.algorithm == algorithm and r.config.get("layers") == layers
-    ]
 
 
 def _values(runs: list[RunResult], metric: str) -> list[float]:
@@ -86,8 +77,11 @@ def judge_to_chance(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, A
     """yi_to_sq masked in the upper half leaves accuracy within CHANCE_BAND of chance (both sides of the
     band, each on its Student-t interval over seeds); the same mask in the lower half, and the random
     control (as many random links) in either half, each cost under SMALL_COST of accuracy."""
-    upper, lower = _runs(groups, "yi-to-sq", "upper"), _runs(groups, "yi-to-sq", "lower")
-    control = {h: _runs(groups, "random-control", h) for h in ("upper", "lower")}
+    upper, lower = (
+        runs_where(groups, "yi-to-sq", layers="upper"),
+        runs_where(groups, "yi-to-sq", layers="lower"),
+    )
+    control = {h: runs_where(groups, "random-control", layers=h) for h in ("upper", "lower")}
     if min(len(upper), len(lower), *map(len, control.values())) < 2:
         return empty("fewer than 2 seeds of a yi-to-sq or random-control group")
     band = _values(upper, "above_chance")
@@ -127,7 +121,7 @@ def judge_encode(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
     (last lower-half layer minus the first > 0), the topic-centroid classifier on s_q beats chance within
     the lower half, and that encoding comes before the correct-induction peak (induction layer - encode
     layer > 0)."""
-    runs = _runs(groups, "none", "none")
+    runs = runs_where(groups, "none", layers="none")
     if len(runs) < 2:
         return empty("fewer than 2 seeds of the unablated subject")
     layer_gap = [
@@ -164,7 +158,7 @@ def judge_bypass(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
     with the semantics merge cut in every layer (si_to_yi: y_i may not read s_i), accuracy stays
     BYPASS_MARGIN above chance, so label information reaches s_q another way (y_i reading x_i directly).
     The other step masks in every layer are reported beside it, either way."""
-    merge = _runs(groups, "si-to-yi", "all")
+    merge = runs_where(groups, "si-to-yi", layers="all")
     if len(merge) < 2:
         return empty("fewer than 2 seeds of si-to-yi in all layers")
     parts = {
@@ -177,7 +171,7 @@ def judge_bypass(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
         unablated_accuracy=mean_metric(merge, "unablated_accuracy"),
         chance=mean_metric(merge, "chance"),
         accuracy_all_layers={
-            name: mean_metric(_runs(groups, name, "all"), "accuracy") for name in STEP_MASKS
+            name: mean_metric(runs_where(groups, name, layers="all"), "accuracy") for name in STEP_MASKS
         },
     )
 

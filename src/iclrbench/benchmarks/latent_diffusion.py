@@ -38,7 +38,7 @@ from iclrbench.core.task import (
     RunRequest,
     Task,
     Verdict,
-    ok_runs,
+    runs_where,
 )
 from iclrbench.envs.latent_diffusion import (
     PARAMETERISATIONS,
@@ -152,15 +152,6 @@ def _seeds(budget: str) -> tuple[int, ...]:
     return CLAIM_SEEDS.get(budget, CLAIM_SEEDS["small"])
 
 
-def _by(groups: list[list[RunResult]], algorithm: str, parameterisation: str) -> list[RunResult]:
-    return [
-        r
-        for runs in groups
-        for r in ok_runs(runs)
-        if r.algorithm == algorithm and r.config.get("parameterisation") == parameterisation
-    ]
-
-
 def lowers_fd_requests(budget: str) -> list[RunRequest]:
     return [
         RunRequest(a, {"parameterisation": p}, _seeds(budget))
@@ -182,7 +173,10 @@ def judge_lowers_fd(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, A
     """For each parameterisation, LPL's FD minus the diffusion-only FD (paired by seed) is below 0."""
     parts, bootstrap = {}, {}
     for p in PARAMETERISATIONS:
-        lpl, base = _by(groups, "lpl", p), _by(groups, "no-lpl", p)
+        lpl, base = (
+            runs_where(groups, "lpl", parameterisation=p),
+            runs_where(groups, "no-lpl", parameterisation=p),
+        )
         if len(lpl) < 2 or len(base) < 2:
             return empty(f"{p}: fewer than 2 seeds of lpl or no-lpl")
         parts[f"{p}: fd lpl - no-lpl < 0"] = compare_runs(lpl, base, "fd", "<", quantity="fd lpl - no-lpl")
@@ -191,10 +185,14 @@ def judge_lowers_fd(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, A
         parts,
         paired_bootstrap_95=bootstrap,
         fd={
-            p: {a: mean_metric(_by(groups, a, p), "fd") for a in ("lpl", "no-lpl")} for p in PARAMETERISATIONS
+            p: {a: mean_metric(runs_where(groups, a, parameterisation=p), "fd") for a in ("lpl", "no-lpl")}
+            for p in PARAMETERISATIONS
         },
         sample_accuracy={
-            p: {a: mean_metric(_by(groups, a, p), "sample_accuracy") for a in ("lpl", "no-lpl")}
+            p: {
+                a: mean_metric(runs_where(groups, a, parameterisation=p), "sample_accuracy")
+                for a in ("lpl", "no-lpl")
+            }
             for p in PARAMETERISATIONS
         },
     )
@@ -210,7 +208,10 @@ def judge_control(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any
     """With eps-prediction, LPL through a random decoder does not lower FD by more than CONTROL_MARGIN
     of the diffusion-only FD: the paired interval of ``fd(random) - (1 - margin) fd(no-lpl)`` lies above
     0 (``not_reproduced`` when it lies below: the control helps, so any gain of LPL is not its features')."""
-    control, base = _by(groups, "lpl-random-decoder", "eps"), _by(groups, "no-lpl", "eps")
+    control, base = (
+        runs_where(groups, "lpl-random-decoder", parameterisation="eps"),
+        runs_where(groups, "no-lpl", parameterisation="eps"),
+    )
     if len(control) < 2 or len(base) < 2:
         return empty("fewer than 2 seeds of lpl-random-decoder or no-lpl")
     parts = {
@@ -236,7 +237,10 @@ def judge_overhead(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, An
     """Reported, not tested: LPL's wall milliseconds per training step over the diffusion-only step's,
     once LPL is on (the paper calls the overhead modest). ``reproduced`` when LPL's step costs at most
     twice the diffusion-only step (paired interval of ``lpl - 2 x no-lpl`` below 0)."""
-    lpl, base = _by(groups, "lpl", "eps"), _by(groups, "no-lpl", "eps")
+    lpl, base = (
+        runs_where(groups, "lpl", parameterisation="eps"),
+        runs_where(groups, "no-lpl", parameterisation="eps"),
+    )
     if len(lpl) < 2 or len(base) < 2:
         return empty("fewer than 2 seeds of lpl or no-lpl")
     parts = {

@@ -183,6 +183,17 @@ def ok_runs(runs: Sequence[RunResult]) -> list[RunResult]:
     return [r for r in runs if r.status == "ok"]
 
 
+def runs_where(groups: Sequence[Sequence[RunResult]], algorithm: str, **config: Any) -> list[RunResult]:
+    """The successful runs of ``algorithm``, from any of a claim's request groups, whose config has every
+    ``key=value`` of ``config`` (e.g. ``layers="upper"``): how a judge picks its arms."""
+    return [
+        r
+        for runs in groups
+        for r in ok_runs(runs)
+        if r.algorithm == algorithm and all(r.config.get(k) == v for k, v in config.items())
+    ]
+
+
 def mean_metric(runs: Sequence[RunResult], metric: str) -> float:
     """Mean of ``metric`` over ``runs`` (NaN where a run lacks it)."""
     values = [r.metrics.get(metric, float("nan")) for r in runs]
