@@ -117,6 +117,8 @@ class DiffusionGenerator(CrystalGenerator):
             n_labels,
             int(self.rng.integers(2**31)),
             steps=self.config.diffusion_steps,
+            score_head=getattr(self.params, "score_head", "transformer"),
+            lattice_stats=(self.lattice_mean, self.lattice_std),
         )
         self.losses = self.model.fit(
             tokens,

@@ -38,6 +38,12 @@ if TYPE_CHECKING:
 @dataclasses.dataclass(frozen=True)
 class DiffCSPParams(DiffusionParams):
     max_atoms: int = param(32, "atoms per cell (larger training cells are skipped)", low=1)
+    score_head: str = param(
+        "transformer",
+        "coordinate score: 'transformer' (absolute coordinates only) or 'force' (adds pairwise forces on "
+        "minimum-image distances, CDVAE-style; about 2x the fit time)",
+        choices=("transformer", "force"),
+    )
 
 
 @register_algorithm(task=TASK, name="diffcsp-p1", role="baseline")

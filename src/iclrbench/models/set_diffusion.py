@@ -9,7 +9,12 @@ coordinates on the 3-torus and a global lattice vector, optionally conditioned o
   0.005 to 0.5, the score of the wrapped normal summed over 5 periodic images;
 - lattice: DDPM (Ho et al. 2020) with a cosine schedule, epsilon prediction;
 - the denoiser: a 2-layer transformer over the sites with time, label and noisy-lattice embeddings
-  (float32).
+  (float32). Optionally (``score_head="force"``) the coordinate score adds a pairwise force head in the
+  manner of CDVAE's decoder (Xie et al. 2022, Sec. 3.3, forces as sums over edges): invariant messages
+  from radial features of the minimum-image Cartesian distances under the lattice the model predicts,
+  and a score s_i = sum_j w_ij (f_j - f_i), translation invariant and permutation equivariant. The
+  transformer's score reads absolute coordinates only; its denoising loss on held-out crystals equals the
+  zero score's at every noise level, so it cannot keep atoms apart (see the task's README).
 
 Sampling runs the reverse processes jointly: D3PM posteriors, a predictor step of the reverse VE SDE
 (wrapped onto the torus), and DDPM ancestral steps.
@@ -34,7 +39,96 @@ def _torch() -> Any:
     return torch
 
 
-def build_network(vocab_sizes: list[int], n_labels: int, width: int = 64) -> Any:
+#: radial basis of the force head: Gaussians centred 0-6 A
+RADIAL_CENTRES, RADIAL_WIDTH = 24, 0.125
+
+
+def lattice_matrix(params: Any) -> Any:
+    """(n, 6) tensor of (a, b, c, alpha, beta, gamma in degrees) -> (n, 3, 3) row lattice vectors (a along
+    x, b in the xy plane), differentiable; distances do not depend on the orientation chosen."""
+    torch = _torch()
+    a, b, c = params[:, 0], params[:, 1], params[:, 2]
+    cos_al, cos_be, cos_ga = (torch.cos(torch.deg2rad(params[:, i])) for i in (3, 4, 5))
+    sin_ga = torch.sin(torch.deg2rad(params[:, 5])).clamp(min=1e-3)
+    cy = (cos_al - cos_be * cos_ga) / sin_ga
+    cz = (1 - cos_be**2 - cy**2).clamp(min=1e-6).sqrt()
+    zero = torch.zeros_like(a)
+    return torch.stack(
+        [
+            torch.stack([a, zero, zero], -1),
+            torch.stack([b * cos_ga, b * sin_ga, zero], -1),
+            torch.stack([c * cos_be, c * cy, c * cz], -1),
+        ],
+        1,
+    )
+
+
+def build_force_head(width: int) -> Any:
+    """Two rounds of invariant messages on radial features of pair distances, then a weight per pair:
+    score_i = sum_j w_ij * minimum-image (f_j - f_i), over the real sites j != i."""
+    torch = _torch()
+    nn = torch.nn
+
+    class ForceHead(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            pair = 2 * width + RADIAL_CENTRES
+            self.messages = nn.ModuleList(
+                [
+                    nn.Sequential(nn.Linear(pair, width), nn.SiLU(), nn.Linear(width, width), nn.SiLU())
+                    for _ in range(2)
+                ]
+            )
+            self.updates = nn.ModuleList(
+                [
+                    nn.Sequential(nn.Linear(2 * width, width), nn.SiLU(), nn.Linear(width, width))
+                    for _ in range(2)
+                ]
+            )
+            self.weight = nn.Sequential(nn.Linear(pair, width), nn.SiLU(), nn.Linear(width, 1))
+
+        def forward(self, h: Any, coords: Any, cell: Any, mask: Any) -> Any:
+            k = h.shape[1]
+            offset = coords[:, None, :, :] - coords[:, :, None, :]  # [b, i, j] = f_j - f_i
+            offset = (offset + 0.5) % 1.0 - 0.5  # the nearest periodic image
+            distance = torch.linalg.norm(offset @ cell[:, None], dim=-1)
+            centres = torch.linspace(0.0, 6.0, RADIAL_CENTRES, dtype=h.dtype)
+            radial = torch.exp(-((distance[..., None] - centres) ** 2) / RADIAL_WIDTH)
+            eye = torch.eye(k, dtype=torch.bool)
+            pairs = (mask[:, :, None] & mask[:, None, :] & ~eye).to(h.dtype)[..., None]
+            count = pairs.sum(2).clamp(min=1)
+
+            def pair_input(h: Any) -> Any:
+                return torch.cat(
+                    [h[:, :, None].expand(-1, -1, k, -1), h[:, None].expand(-1, k, -1, -1), radial], -1
+                )
+
+            for message, update in zip(self.messages, self.updates, strict=True):
+                h = h + update(torch.cat([h, (message(pair_input(h)) * pairs).sum(2) / count], -1))
+            return ((self.weight(pair_input(h)) * pairs) * offset).sum(2)
+
+    return ForceHead()
+
+
+def predicted_cell(lattice: Any, eps_hat: Any, t: Any, mask: Any, decoding: tuple[Any, Any] | None) -> Any:
+    """Lattice vectors of the clean lattice the model predicts at time t (l_0 from l_t and its epsilon, as
+    the sampler's DDPM step), decoded as ``iclrbench.algorithms.crystals.decode_lattice`` does for cells
+    of as many atoms as real sites; the force head's distances are measured in it."""
+    torch = _torch()
+    if decoding is None:
+        raise ValueError(
+            "the force head needs the lattice features' (mean, std): SetDiffusion(lattice_stats=...)"
+        )
+    ab = lattice_alpha_bar(t)[:, None]
+    clean = ((lattice - (1 - ab).sqrt() * eps_hat) / ab.sqrt()).clamp(-LATTICE_CLIP, LATTICE_CLIP)
+    features = clean * decoding[1] + decoding[0]
+    scale = mask.sum(1, keepdim=True).clamp(min=1).to(features.dtype) ** (1.0 / 3.0)
+    lengths = torch.exp(features[:, :3].clamp(math.log(0.5), math.log(40.0))) * scale
+    angles = (90.0 + 30.0 * features[:, 3:]).clamp(30.0, 150.0)
+    return lattice_matrix(torch.cat([lengths, angles], 1))
+
+
+def build_network(vocab_sizes: list[int], n_labels: int, width: int = 64, force: bool = False) -> Any:
     torch = _torch()
     nn = torch.nn
 
@@ -51,6 +145,9 @@ def build_network(vocab_sizes: list[int], n_labels: int, width: int = 64) -> Any
             self.token_heads = nn.ModuleList([nn.Linear(width, v) for v in vocab_sizes])
             self.score_head = nn.Linear(width, 3)
             self.lattice_head = nn.Sequential(nn.Linear(width, width), nn.SiLU(), nn.Linear(width, 6))
+            self.force = build_force_head(width) if force else None
+            #: (mean, std) of the standardised lattice features, set by SetDiffusion for the force head
+            self.lattice_decoding: tuple[Any, Any] | None = None
 
         def forward(self, tokens: list[Any], coords: Any, lattice: Any, t: Any, label: Any, mask: Any) -> Any:
             frequencies = torch.arange(8, dtype=coords.dtype) + 1.0
@@ -62,11 +159,12 @@ def build_network(vocab_sizes: list[int], n_labels: int, width: int = 64) -> Any
             glob = self.time(time) + self.label(label) + self.lattice_in(lattice)
             h = self.encoder(h + glob[:, None, :], src_key_padding_mask=~mask)
             pooled = (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
-            return (
-                [head(h) for head in self.token_heads],
-                self.score_head(h),
-                self.lattice_head(pooled + glob),
-            )
+            eps_hat = self.lattice_head(pooled + glob)
+            score = self.score_head(h)
+            if self.force is not None:
+                cell = predicted_cell(lattice, eps_hat.detach(), t, mask, self.lattice_decoding)
+                score = score + self.force(h, coords, cell, mask)
+            return [head(h) for head in self.token_heads], score, eps_hat
 
     return Denoiser()
 
@@ -93,12 +191,28 @@ def lattice_alpha_bar(t: Any) -> Any:
 class SetDiffusion:
     """Train and sample the joint diffusion; data as numpy arrays (padded sets)."""
 
-    def __init__(self, vocab_sizes: list[int], n_labels: int, seed: int, steps: int = 100) -> None:
+    def __init__(
+        self,
+        vocab_sizes: list[int],
+        n_labels: int,
+        seed: int,
+        steps: int = 100,
+        score_head: str = "transformer",
+        lattice_stats: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
+        """``score_head="force"`` adds the pairwise force head; it needs ``lattice_stats``, the (mean, std)
+        of the standardised lattice features, and sets whose sites are the cell's atoms."""
         torch = _torch()
+        if score_head not in ("transformer", "force"):
+            raise ValueError(f"unknown score head {score_head!r}: 'transformer' or 'force'")
         self.vocab_sizes, self.n_labels, self.steps = vocab_sizes, n_labels, steps
         self.generator = torch.Generator().manual_seed(seed)
         torch.manual_seed(seed)  # the network's initial weights
-        self.net = build_network(vocab_sizes, n_labels).float()
+        self.net = build_network(vocab_sizes, n_labels, force=score_head == "force").float()
+        if score_head == "force":
+            if lattice_stats is None:
+                raise ValueError("score_head='force' needs lattice_stats=(mean, std)")
+            self.net.lattice_decoding = tuple(torch.as_tensor(v, dtype=torch.float32) for v in lattice_stats)
         self.net.train()
 
     def fit(
@@ -121,30 +235,35 @@ class SetDiffusion:
         optimiser = torch.optim.Adam(self.net.parameters(), lr=lr)
         losses = []
         n = len(y)
+        # the force head's pairs cost k^2: a batch is cut to its largest set (sites come first in every
+        # set); the transformer alone keeps the full padding, so its draws are those of earlier versions
+        trim = self.net.force is not None
+        full = f0.shape[1]
         for _ in range(train_steps):
             idx = torch.randint(0, n, (min(batch_size, n),), generator=self.generator)
+            k = int(m[idx].sum(1).max()) if trim else full
+            batch_tokens = [tok[idx][:, :k] for tok in toks]
+            batch_f0, mi = f0[idx][:, :k], m[idx][:, :k]
             t = torch.rand(len(idx), generator=self.generator, dtype=torch.float32).clamp(min=1e-3)
             keep = 1.0 - t  # alpha_bar of the categorical channels
             noisy_tokens = []
-            for tok, v in zip(toks, self.vocab_sizes, strict=True):
-                x0 = tok[idx]
+            for x0, v in zip(batch_tokens, self.vocab_sizes, strict=True):
                 resample = torch.rand(x0.shape, generator=self.generator, dtype=torch.float32) > keep[:, None]
                 uniform = torch.randint(0, v, x0.shape, generator=self.generator)
                 noisy_tokens.append(torch.where(resample, uniform, x0))
             sigma = sigmas(t)[:, None, None]
-            noise = torch.randn(f0[idx].shape, generator=self.generator, dtype=torch.float32)
-            ft = (f0[idx] + sigma * noise) % 1.0
-            target_score = wrapped_normal_score(ft - f0[idx], sigma.expand_as(ft))
+            noise = torch.randn(batch_f0.shape, generator=self.generator, dtype=torch.float32)
+            ft = (batch_f0 + sigma * noise) % 1.0
+            target_score = wrapped_normal_score(ft - batch_f0, sigma.expand_as(ft))
             ab = lattice_alpha_bar(t)[:, None]
             eps = torch.randn(l0[idx].shape, generator=self.generator, dtype=torch.float32)
             lt = ab.sqrt() * l0[idx] + (1 - ab).sqrt() * eps
-            logits, score, eps_hat = self.net(noisy_tokens, ft, lt, t, y[idx], m[idx])
-            mi = m[idx]
+            logits, score, eps_hat = self.net(noisy_tokens, ft, lt, t, y[idx], mi)
             # the network predicts the normalised score sigma * grad log p (DiffCSP's parameterisation);
             # the sampler divides by sigma
             loss = ((score - sigma * target_score) ** 2).sum(-1)[mi].mean()
-            for lg, tok in zip(logits, toks, strict=True):
-                loss = loss + torch.nn.functional.cross_entropy(lg[mi], tok[idx][mi])
+            for lg, x0 in zip(logits, batch_tokens, strict=True):
+                loss = loss + torch.nn.functional.cross_entropy(lg[mi], x0[mi])
             loss = loss + ((eps_hat - eps) ** 2).mean()
             optimiser.zero_grad()
             loss.backward()
