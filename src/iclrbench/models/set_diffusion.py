@@ -159,12 +159,15 @@ def build_network(vocab_sizes: list[int], n_labels: int, width: int = 64, force:
             glob = self.time(time) + self.label(label) + self.lattice_in(lattice)
             h = self.encoder(h + glob[:, None, :], src_key_padding_mask=~mask)
             pooled = (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1)
-            eps_hat = self.lattice_head(pooled + glob)
+            # heads in this order: autograd sums the gradients reaching h in it, and the transformer-only
+            # model keeps the exact training trajectory of earlier versions
+            logits = [head(h) for head in self.token_heads]
             score = self.score_head(h)
+            eps_hat = self.lattice_head(pooled + glob)
             if self.force is not None:
                 cell = predicted_cell(lattice, eps_hat.detach(), t, mask, self.lattice_decoding)
                 score = score + self.force(h, coords, cell, mask)
-            return [head(h) for head in self.token_heads], score, eps_hat
+            return logits, score, eps_hat
 
     return Denoiser()
 
