@@ -120,3 +120,106 @@ def test_diffcsp_with_the_force_head_runs_through_the_task() -> None:
     result = runner.execute(spec)
     assert result.status == "ok", result.error
     assert 0.0 <= result.metrics["structural_validity"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("spacegroup", "params"),
+    [(2, (4.1, 5.3, 6.2, 80.0, 95.0, 105.0)), (14, (5.0, 6.5, 7.1, 90.0, 104.0, 90.0))],
+)
+def test_forces_over_symmetry_images_are_those_of_the_replicated_cell(spacegroup, params) -> None:
+    """An asymmetric unit's forces (``ops``: every image g(f_j) of every site) equal the forces on the same
+    atoms in the cell replicated by the group, taken as a P1 set whose images carry their site's features:
+    the group's operations are isometries of a cell of its crystal system, so every image sees its site's
+    neighbourhood."""
+    from iclrbench.envs.crystals import group_operations
+
+    torch.manual_seed(0)
+    head = build_force_head(8, rounds=2)
+    rotations, translations = (torch.as_tensor(a, dtype=torch.float32) for a in group_operations(spacegroup))
+    g, k = len(rotations), 3
+    gen = torch.Generator().manual_seed(spacegroup)
+    coords = torch.rand((1, k, 3), generator=gen)  # general positions (almost surely)
+    h = torch.randn((1, k, 8), generator=gen)
+    cell = lattice_matrix(torch.tensor([params]))
+    ops = (rotations[None], translations[None], torch.ones((1, g, k), dtype=torch.bool))
+    unit = head(h, coords, cell, torch.ones((1, k), dtype=torch.bool), ops)
+    images = (torch.einsum("gxy,jy->gjx", rotations, coords[0]) + translations[:, None]) % 1.0  # (g, j, 3)
+    replicated = head(
+        h[0].expand(g, -1, -1).reshape(1, g * k, 8),
+        images.reshape(1, g * k, 3),
+        cell,
+        torch.ones((1, g * k), dtype=torch.bool),
+    )
+    torch.testing.assert_close(unit, replicated[:, :k], atol=1e-5, rtol=1e-4)
+
+
+def test_without_own_images_a_lone_site_feels_no_force() -> None:
+    """``own_images=False`` (SymmCD's head): a site's own symmetry images exert nothing, so an asymmetric
+    unit of one site has zero score from the head, while with them its images push or pull it."""
+    from iclrbench.envs.crystals import group_operations
+
+    torch.manual_seed(0)
+    rotations, translations = (torch.as_tensor(a, dtype=torch.float32) for a in group_operations(2))
+    ops = (rotations[None], translations[None], torch.ones((1, 2, 1), dtype=torch.bool))
+    h, coords = torch.randn((1, 1, 8)), torch.tensor([[[0.1, 0.05, 0.02]]])  # 1 A or so from its inverse
+    cell, mask = (
+        lattice_matrix(torch.tensor([[5.0, 5.0, 5.0, 90.0, 90.0, 90.0]])),
+        torch.ones((1, 1), dtype=torch.bool),
+    )
+    alone = build_force_head(8, rounds=1, own_images=False)(h, coords, cell, mask, ops)
+    assert torch.count_nonzero(alone) == 0
+    torch.manual_seed(0)
+    with_images = build_force_head(8, rounds=1, own_images=True)(h, coords, cell, mask, ops)
+    assert torch.count_nonzero(with_images) == 3
+
+
+def test_orbit_tables_hold_each_groups_operations_and_multiplicities() -> None:
+    from iclrbench.algorithms.crystals import orbit_tables
+    from iclrbench.envs.crystals import group_operations, multiplicity
+
+    tables = orbit_tables([2, 225], ["-1", "1", "m-3m"])
+    assert tables.rotations.shape == (231, 192, 3, 3) and tables.channel == 1
+    np.testing.assert_array_equal(tables.rotations[2, :2], group_operations(2)[0])
+    np.testing.assert_array_equal(tables.rotations[2, 0], np.eye(3))  # the identity first
+    assert tables.multiplicities[225, 2] == multiplicity(225, "m-3m") == 4
+    assert tables.multiplicities[2, 0] == 1 and tables.multiplicities[2, 1] == 2
+    # one image per orbit member: as many operations as the multiplicity, none past the group's order
+    np.testing.assert_array_equal(tables.distinct.sum(-1)[[2, 225]], tables.multiplicities[[2, 225]])
+    assert not tables.distinct[2, :, 2:].any() and tables.distinct[5].sum() == 3  # identity alone
+
+
+@settings(max_examples=30, deadline=None)
+@given(spacegroup=st.integers(1, 230), data=st.data())
+def test_distinct_operations_give_each_orbit_member_once(spacegroup: int, data) -> None:
+    """Applied to any (generic) point of the Wyckoff position, the chosen operations give its whole orbit (as all of
+    G does, up to repeats), each member once."""
+    from iclrbench.envs.crystals import distinct_operations, group, group_operations, site_symmetries
+
+    symbol = data.draw(st.sampled_from(sorted(site_symmetries(spacegroup))))
+    wp = next(w for w in group(spacegroup).Wyckoff_positions if w.get_site_symmetry_object().name == symbol)
+    point = np.asarray(wp.ops[0].operate(np.array(data.draw(st.tuples(*[st.floats(0.0, 1.0)] * 3)))), float)
+    rotations, translations = group_operations(spacegroup)
+    chosen = distinct_operations(spacegroup, symbol)
+    assert len(chosen) == wp.multiplicity and chosen[0] == 0
+
+    def members(images: np.ndarray) -> set[tuple[float, ...]]:
+        return {tuple(p) for p in np.round(images % 1.0, 6) % 1.0}
+
+    orbit = members(rotations @ point + translations)
+    assume(len(orbit) == wp.multiplicity)  # not a point of higher symmetry, e.g. (x, -x, 0) at x = 0
+    picked = rotations[chosen] @ point + translations[chosen]
+    assert len(members(picked)) == len(chosen) == len(orbit)
+    assert members(picked) == orbit
+
+
+def test_symmcd_with_the_force_head_runs_through_the_task() -> None:
+    spec = runner.plan(
+        "symmetric-crystal-generation",
+        ["symmcd"],
+        [0],
+        "smoke",
+        {"train_steps": "5", "diffusion_steps": "5", "coverage_samples": "0", "score_head": "force"},
+    )[0]
+    result = runner.execute(spec)
+    assert result.status == "ok", result.error
+    assert 0.0 <= result.metrics["structural_validity"] <= 1.0

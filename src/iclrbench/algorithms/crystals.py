@@ -38,12 +38,16 @@ from iclrbench.envs.crystals import (
     Site,
     asymmetric_unit,
     build_structure,
+    distinct_operations,
+    group_operations,
     multiplicity,
     site_symmetries,
 )
 
 if TYPE_CHECKING:
     from pymatgen.core import Structure
+
+    from iclrbench.models.set_diffusion import Orbits
 
 TASK = "symmetric-crystal-generation"
 
@@ -86,6 +90,12 @@ class DiffusionParams:
 
     learning_rate: float = param(1e-3, "Adam learning rate", low=1e-6)
     batch_size: int = param(64, "crystals per optimisation step", low=1)
+    score_head: str = param(
+        "transformer",
+        "coordinate score: 'transformer' (absolute coordinates only) or 'force' (adds pairwise forces on "
+        "minimum-image distances within 6 A, CDVAE-style; for SymmCD between the symmetry images)",
+        choices=("transformer", "force"),
+    )
 
 
 class DiffusionGenerator(CrystalGenerator):
@@ -104,10 +114,11 @@ class DiffusionGenerator(CrystalGenerator):
         labels: np.ndarray,
         mask: np.ndarray,
         n_labels: int,
+        orbits: Orbits | None = None,
     ) -> None:
         """Fit the diffusion on padded sets: token channels, coordinates, (a, b, c, alpha, beta, gamma)
         and the number of atoms of each set's cell, conditioning labels in [0, n_labels), and the mask of
-        real sites."""
+        real sites; ``orbits`` when the sets are asymmetric units (for the force head)."""
         from iclrbench.models.set_diffusion import SetDiffusion
 
         lattice = encode_lattice(lattice_params, atoms)
@@ -117,8 +128,9 @@ class DiffusionGenerator(CrystalGenerator):
             n_labels,
             int(self.rng.integers(2**31)),
             steps=self.config.diffusion_steps,
-            score_head=getattr(self.params, "score_head", "transformer"),
+            score_head=self.params.score_head,
             lattice_stats=(self.lattice_mean, self.lattice_std),
+            orbits=orbits,
         )
         self.losses = self.model.fit(
             tokens,
@@ -180,7 +192,15 @@ class SymmCD(DiffusionGenerator):
         lattice = np.stack([u.lattice for u in units])
         atoms = np.array([sum(site.multiplicity for site in u.sites) for u in units])
         self.train_diffusion(
-            [len(self.species), len(self.symmetries)], tokens, coords, lattice, atoms, labels, mask, 231
+            [len(self.species), len(self.symmetries)],
+            tokens,
+            coords,
+            lattice,
+            atoms,
+            labels,
+            mask,
+            231,
+            orbit_tables(sorted(set(labels.tolist())), self.symmetries),
         )
 
     def sample(self, n: int) -> list[Structure | None]:
@@ -214,6 +234,29 @@ class SymmCD(DiffusionGenerator):
             ]
             out.append(build_structure(AsymmetricUnit(int(g), lattice[i], sites)))
         return out
+
+
+def orbit_tables(groups: list[int], symmetries: list[str]) -> Orbits:
+    """The force head's view of asymmetric units: each of ``groups``' operations (padded to the largest
+    group, identity first), which of them give each site symmetry's orbit members once, and the
+    multiplicity of each site symmetry; other labels get the identity alone. A site's forces then come
+    from the images of every other site within the cutoff, which is where SymmCD's samples collide:
+    between images, after replication (Sec. 3.3)."""
+    from iclrbench.models.set_diffusion import Orbits
+
+    size = max(len(group_operations(g)[0]) for g in groups)
+    rotations = np.tile(np.eye(3), (231, size, 1, 1))
+    translations = np.zeros((231, size, 3))
+    distinct = np.zeros((231, len(symmetries), size), dtype=bool)
+    distinct[:, :, 0] = True
+    multiplicities = np.ones((231, len(symmetries)))
+    for g in groups:
+        r, t = group_operations(g)
+        rotations[g, : len(r)], translations[g, : len(r)] = r, t
+        for v, symbol in enumerate(symmetries):
+            distinct[g, v, distinct_operations(g, symbol)] = True
+            multiplicities[g, v] = multiplicity(g, symbol)
+    return Orbits(rotations, translations, distinct, multiplicities, channel=1)
 
 
 @register_algorithm(task=TASK, name="wyckoff-template", role="baseline")

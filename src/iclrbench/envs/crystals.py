@@ -405,8 +405,26 @@ def _member_maps(spacegroup: int, site_symmetry: str) -> tuple[np.ndarray, np.nd
 
 
 @functools.lru_cache(maxsize=256)
-def _group_ops(spacegroup: int) -> tuple[np.ndarray, np.ndarray]:
+def group_operations(spacegroup: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rotations (|G|, 3, 3), translations (|G|, 3)) of G's operations on fractional coordinates, those of
+    its general position; the identity comes first (pyxtal's order, checked for all 230 groups)."""
     return _affine(group(spacegroup).Wyckoff_positions[0].ops)
+
+
+@functools.lru_cache(maxsize=4096)
+def distinct_operations(spacegroup: int, site_symmetry: str) -> np.ndarray:
+    """Indices into :func:`group_operations` of one operation per coset of the stabiliser of a point on
+    G's (first) Wyckoff position with this site symmetry (the general position's if G has none): applied
+    to that point they give each orbit member once -- ``multiplicity`` of them, identity first -- where all
+    of G gives every member |G| / multiplicity times."""
+    g = group(spacegroup)
+    candidates = [wp for wp in g.Wyckoff_positions if wp.get_site_symmetry_object().name == site_symmetry]
+    wp = (candidates or [g.Wyckoff_positions[0]])[0]
+    point = np.asarray(wp.ops[0].operate(np.array([0.1234, 0.2345, 0.3456])), dtype=float)  # generic
+    rotations, translations = group_operations(spacegroup)
+    images = np.round((rotations @ point + translations) % 1.0, 5) % 1.0
+    _, first = np.unique(images, axis=0, return_index=True)
+    return np.sort(first)
 
 
 def nearest_orbit(
@@ -425,7 +443,7 @@ def nearest_orbit(
     images = (rotations @ point + translations) % 1.0
     distances = np.linalg.norm((((images - point + 0.5) % 1.0) - 0.5) @ matrix, axis=1)
     best = images[int(np.argmin(distances))]
-    rotations, translations = _group_ops(spacegroup)
+    rotations, translations = group_operations(spacegroup)
     orbit = (rotations @ best + translations) % 1.0
     # G's operations map a special point onto each orbit member several times: keep one of each
     _, first = np.unique(np.round(orbit, 4) % 1.0, axis=0, return_index=True)
