@@ -191,8 +191,8 @@ def test_orbit_tables_hold_each_groups_operations_and_multiplicities() -> None:
 @settings(max_examples=30, deadline=None)
 @given(spacegroup=st.integers(1, 230), data=st.data())
 def test_distinct_operations_give_each_orbit_member_once(spacegroup: int, data) -> None:
-    """Applied to any (generic) point of the Wyckoff position, the chosen operations give its whole orbit (as all of
-    G does, up to repeats), each member once."""
+    """Applied to any generic point of the Wyckoff position, the chosen operations give its whole orbit
+    (as all of G does, up to repeats), each member once."""
     from iclrbench.envs.crystals import distinct_operations, group, group_operations, site_symmetries
 
     symbol = data.draw(st.sampled_from(sorted(site_symmetries(spacegroup))))
