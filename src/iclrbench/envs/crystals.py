@@ -132,18 +132,30 @@ def group(number: int) -> Any:
 
 
 @functools.lru_cache(maxsize=256)
+def wyckoff_symbols(number: int) -> tuple[str, ...]:
+    """The site-symmetry symbol of each of space group ``number``'s Wyckoff positions, in pyxtal's order
+    (pyxtal derives each anew, ~ms a position: the lookups below go through this cache)."""
+    return tuple(wp.get_site_symmetry_object().name for wp in group(number).Wyckoff_positions)
+
+
+def _positions_with(number: int, site_symmetry: str) -> list[Any]:
+    """G's Wyckoff positions with this site symmetry; the general position alone if G has none."""
+    positions = group(number).Wyckoff_positions
+    match = [wp for wp, name in zip(positions, wyckoff_symbols(number), strict=True) if name == site_symmetry]
+    return match or [positions[0]]
+
+
+@functools.lru_cache(maxsize=256)
 def site_symmetries(number: int) -> frozenset[str]:
     """The site-symmetry symbols of space group ``number``'s Wyckoff positions."""
-    return frozenset(wp.get_site_symmetry_object().name for wp in group(number).Wyckoff_positions)
+    return frozenset(wyckoff_symbols(number))
 
 
 @functools.lru_cache(maxsize=4096)
 def multiplicity(number: int, site_symmetry: str) -> int:
     """Atoms in the orbit of a Wyckoff position of G with this site symmetry (the general position's if G
     has none); positions sharing a site symmetry share the multiplicity |G| / |site symmetry|."""
-    positions = group(number).Wyckoff_positions
-    match = [wp for wp in positions if wp.get_site_symmetry_object().name == site_symmetry]
-    return int((match or [positions[0]])[0].multiplicity)
+    return int(_positions_with(number, site_symmetry)[0].multiplicity)
 
 
 @functools.lru_cache(maxsize=1)
@@ -399,9 +411,7 @@ def _affine(ops: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
 def _member_maps(spacegroup: int, site_symmetry: str) -> tuple[np.ndarray, np.ndarray]:
     """(rotations, translations) of every member expression of G's Wyckoff positions with this site
     symmetry (the general position's if G has none)."""
-    g = group(spacegroup)
-    candidates = [wp for wp in g.Wyckoff_positions if wp.get_site_symmetry_object().name == site_symmetry]
-    return _affine([op for wp in candidates or [g.Wyckoff_positions[0]] for op in wp.ops])
+    return _affine([op for wp in _positions_with(spacegroup, site_symmetry) for op in wp.ops])
 
 
 @functools.lru_cache(maxsize=256)
@@ -417,9 +427,7 @@ def distinct_operations(spacegroup: int, site_symmetry: str) -> np.ndarray:
     G's (first) Wyckoff position with this site symmetry (the general position's if G has none): applied
     to that point they give each orbit member once -- ``multiplicity`` of them, identity first -- where all
     of G gives every member |G| / multiplicity times."""
-    g = group(spacegroup)
-    candidates = [wp for wp in g.Wyckoff_positions if wp.get_site_symmetry_object().name == site_symmetry]
-    wp = (candidates or [g.Wyckoff_positions[0]])[0]
+    wp = _positions_with(spacegroup, site_symmetry)[0]
     point = np.asarray(wp.ops[0].operate(np.array([0.1234, 0.2345, 0.3456])), dtype=float)  # generic
     rotations, translations = group_operations(spacegroup)
     images = np.round((rotations @ point + translations) % 1.0, 5) % 1.0

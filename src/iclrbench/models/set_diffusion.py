@@ -72,6 +72,31 @@ CUTOFF = 6.0
 ORBIT_CUTOFF = 4.5
 
 
+def cell_images(coords: Any, mask: Any, ops: tuple[Any, Any, Any] | None) -> tuple[Any, Any, Any, Any]:
+    """The atoms of each set's cell as (images (b, A, 3), the site each is an image of (b, A), whether it is
+    the identity image (b, A), real (b, A)), padded to the largest cell. P1 sets (``ops`` None) are their
+    own cells; an asymmetric unit's cell holds the images g(f_j) that ``ops`` marks real (one per orbit
+    member), so the pairs cost as many as the cell's atoms, not |G| x sites."""
+    torch = _torch()
+    b, k = mask.shape
+    if ops is None:
+        site = torch.arange(k).expand(b, k)
+        return coords, site, torch.ones((b, k), dtype=torch.bool), mask
+    rotations, translations, chosen = ops
+    chosen = chosen & mask[:, None, :]
+    batch, g, j = chosen.nonzero(as_tuple=True)  # ordered by set
+    counts = chosen.sum((1, 2))
+    slot = torch.arange(len(batch)) - (torch.cumsum(counts, 0) - counts)[batch]
+    size = max(int(counts.max()), 1) if len(counts) else 1
+    images = torch.zeros((b, size, 3), dtype=coords.dtype)
+    images[batch, slot] = (rotations[batch, g] @ coords[batch, j][..., None])[..., 0] + translations[batch, g]
+    site = torch.zeros((b, size), dtype=torch.long)
+    site[batch, slot] = j
+    identity, real = torch.zeros((b, size), dtype=torch.bool), torch.zeros((b, size), dtype=torch.bool)
+    identity[batch, slot], real[batch, slot] = g == 0, True
+    return images, site, identity, real
+
+
 def build_force_head(
     in_width: int,
     width: int | None = None,
@@ -119,25 +144,18 @@ def build_force_head(
             operations none; None for P1 cells (the identity alone)."""
             b, k = mask.shape
             with torch.no_grad():
-                if ops is None:
-                    images = coords[:, None]  # (b, 1, k, 3)
-                    real = torch.ones((b, 1, k), dtype=torch.bool)
-                else:
-                    rotations, translations, real = ops
-                    images = torch.einsum("bgxy,bjy->bgjx", rotations, coords) + translations[:, :, None]
-                offset = images[:, None] - coords[:, :, None, None]  # [b, i, g, j] = g(f_j) - f_i
+                images, site, identity, real = cell_images(coords, mask, ops)
+                offset = images[:, None] - coords[:, :, None]  # [b, i, a] = image a - f_i
                 offset = (offset + 0.5) % 1.0 - 0.5  # the nearest periodic image
                 # one batched product per set (b, N, 3) @ (b, 3, 3), not N tiny ones
                 distance = torch.linalg.norm((offset.reshape(b, -1, 3) @ cell).reshape(offset.shape), dim=-1)
-                keep = mask[:, :, None, None] & mask[:, None, None, :] & real[:, None] & (distance < cutoff)
-                eye = torch.eye(k, dtype=torch.bool)
+                own = site[:, None, :] == torch.arange(k)[None, :, None]  # image a is of site i
                 if own_images:
-                    keep[:, :, 0] &= ~eye  # the identity image of the site itself
-                else:
-                    keep &= ~eye[:, None, :]
-                batch, i, _, j = keep.nonzero(as_tuple=True)
+                    own &= identity[:, None, :]
+                keep = mask[:, :, None] & real[:, None, :] & ~own & (distance < cutoff)
+                batch, i, a = keep.nonzero(as_tuple=True)
                 offset, distance = offset[keep], distance[keep]
-                target, source = batch * k + i, batch * k + j
+                target, source = batch * k + i, batch * k + site[batch, a]
                 envelope = (0.5 * (torch.cos(math.pi * distance / cutoff) + 1.0))[:, None].to(h.dtype)
                 centres = torch.linspace(0.0, cutoff, RADIAL_CENTRES, dtype=h.dtype)
                 radial = torch.exp(-((distance[:, None] - centres) ** 2) / RADIAL_WIDTH) * envelope
