@@ -16,7 +16,10 @@ sampled site symmetries give, so that cells are as dense as the training crystal
 Differences from the paper's code (github.com/sibasmarak/SymmCD): site symmetries are categorical
 symbols, not the binary (axis x point group) encoding; where the paper projects a predicted site symmetry
 the group lacks onto the group's closest one (``modify_frac_coords_one``), the sampler here restricts the
-categorical posterior to the group's site symmetries; the denoiser is a small transformer, not CSPNet.
+categorical posterior to the group's site symmetries; the denoiser is a small transformer, not CSPNet,
+whose coordinate score adds a pairwise force head (CDVAE-style, Xie et al. 2022) over the images of the
+other sites under the group: a transformer alone learned nothing about where atoms go (its held-out
+denoising loss equalled the zero score's), and CSPNet at our scale pulled atoms onto one another.
 
 Protocol of the task (``CrystalGenerator``): ``fit(train)`` with pymatgen Structures, ``sample(n)``.
 """
@@ -160,6 +163,14 @@ class DiffusionGenerator(CrystalGenerator):
 @dataclasses.dataclass(frozen=True)
 class SymmCDParams(DiffusionParams):
     max_sites: int = param(12, "asymmetric sites per crystal (larger units are skipped in training)", low=1)
+    # the force head over symmetry images by default: validity 0.863 and 0.897 (seeds 0, 1 at `small`)
+    # against 0.849 with the transformer's score alone, d_sg 0.275 and 0.268 against 0.284
+    score_head: str = param(
+        "force",
+        "coordinate score: 'force' (a transformer plus pairwise forces from the other sites' symmetry "
+        "images within 4.5 A) or 'transformer' (absolute coordinates only)",
+        choices=("transformer", "force"),
+    )
 
 
 @register_algorithm(task=TASK, name="symmcd", role="reference")

@@ -251,7 +251,7 @@ class CrystalTask(Task):
     # 4: sites sharing a site symmetry go to their nearest Wyckoff position (SymmCD's samples change).
     # 5: lattices learned per atom (lengths / N^(1/3)); the d_sg floor and the density diagnostics.
     # 6: the floor drawn from the reference set's population, not bootstrapped from its 1,000 crystals
-    # 7: DiffCSP-P1's coordinate score adds the pairwise force head by default
+    # 7: both diffusion models' coordinate scores add the pairwise force head by default
     version = 7
     paper = Paper(
         title="SymmCD: Symmetry-Preserving Crystal Generation with Diffusion Models",
