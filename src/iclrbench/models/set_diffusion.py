@@ -9,12 +9,14 @@ coordinates on the 3-torus and a global lattice vector, optionally conditioned o
   0.005 to 0.5, the score of the wrapped normal summed over 5 periodic images;
 - lattice: DDPM (Ho et al. 2020) with a cosine schedule, epsilon prediction;
 - the denoiser: a 2-layer transformer over the sites with time, label and noisy-lattice embeddings
-  (float32). Optionally (``score_head="force"``) the coordinate score adds a pairwise force head in the
-  manner of CDVAE's decoder (Xie et al. 2022, Sec. 3.3, forces as sums over edges): invariant messages
-  from radial features of the minimum-image Cartesian distances under the lattice the model predicts,
-  and a score s_i = sum_j w_ij (f_j - f_i), translation invariant and permutation equivariant. The
-  transformer's score reads absolute coordinates only; its denoising loss on held-out crystals equals the
-  zero score's at every noise level, so it cannot keep atoms apart (see the task's README).
+  (float32). Optionally (``score_head="force"``, the crystal generators' default) the coordinate score
+  adds a pairwise force head in the manner of CDVAE's decoder (Xie et al. 2022, Sec. 3.3, forces as sums
+  over edges): invariant messages from radial features of the minimum-image Cartesian distances under
+  the lattice the model predicts, within a smooth cutoff, and a score s_i = sum_j w_ij (x_j - f_i),
+  translation invariant and permutation equivariant; for asymmetric units (``orbits``) the neighbours
+  x_j are the other sites' images under the space group, one per orbit member. The transformer's score
+  reads absolute coordinates only; its denoising loss on held-out crystals equals the zero score's at
+  every noise level, so alone it cannot keep atoms apart (see the task's README).
 
 Sampling runs the reverse processes jointly: D3PM posteriors, a predictor step of the reverse VE SDE
 (wrapped onto the torus), and DDPM ancestral steps.
@@ -67,8 +69,8 @@ def lattice_matrix(params: Any) -> Any:
 #: the force head's neighbourhood: pairs farther apart than this (A) exert no force, through a smooth
 #: cosine envelope, so the edge list stays short in large cells
 CUTOFF = 6.0
-#: the cutoff between symmetry images: a cubic group's 192 images of every site within 6 A made a SymmCD
-#: run take 17 minutes; 4.5 A still holds the first shell of neighbours (training median 1.75 A)
+#: the cutoff between symmetry images: it holds the first shell of neighbours (the training crystals'
+#: median nearest-neighbour distance is 1.75 A) and keeps a high-symmetry cell's edge list short
 ORBIT_CUTOFF = 4.5
 
 
