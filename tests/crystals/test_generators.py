@@ -51,7 +51,15 @@ def test_diffusion_trains_and_samples_deterministically() -> None:
 
 @pytest.mark.parametrize(
     "algorithm",
-    ["train-replay", "reference-generator", "random-positions", "random-cell", "wyckoff-template", "symmcd"],
+    [
+        "train-replay",
+        "reference-generator",
+        "random-positions",
+        "random-cell",
+        "wyckoff-template",
+        "symmcd",
+        "diffcsp-p1",
+    ],
 )
 def test_generators_run_through_the_task(algorithm: str) -> None:
     spec = runner.plan(

@@ -423,16 +423,23 @@ def group_operations(spacegroup: int) -> tuple[np.ndarray, np.ndarray]:
 
 @functools.lru_cache(maxsize=4096)
 def distinct_operations(spacegroup: int, site_symmetry: str) -> np.ndarray:
-    """Indices into :func:`group_operations` of one operation per coset of the stabiliser of a point on
-    G's (first) Wyckoff position with this site symmetry (the general position's if G has none): applied
-    to that point they give each orbit member once -- ``multiplicity`` of them, identity first -- where all
-    of G gives every member |G| / multiplicity times."""
-    wp = _positions_with(spacegroup, site_symmetry)[0]
-    point = np.asarray(wp.ops[0].operate(np.array([0.1234, 0.2345, 0.3456])), dtype=float)  # generic
+    """Indices into :func:`group_operations` that give every orbit member of a site on any of G's Wyckoff
+    positions with this site symmetry (the general position if G has none), where all of G gives each
+    member |G| / multiplicity times. For the first such position: one operation per coset of its point's
+    stabiliser, ``multiplicity`` of them, identity first. Positions sharing a symbol may have other
+    stabilisers (F-43m's 4a and 4b, C2/c's 4a and 4b: 16 groups): the operations added to cover their
+    members give some members of a site twice, and none never."""
     rotations, translations = group_operations(spacegroup)
-    images = np.round((rotations @ point + translations) % 1.0, 5) % 1.0
-    _, first = np.unique(images, axis=0, return_index=True)
-    return np.sort(first)
+    chosen: list[int] = []
+    for wp in _positions_with(spacegroup, site_symmetry):
+        point = np.asarray(wp.ops[0].operate(np.array([0.1234, 0.2345, 0.3456])), dtype=float)  # generic
+        images = np.round((rotations @ point + translations) % 1.0, 5) % 1.0
+        covered = {tuple(images[i]) for i in chosen}
+        for i, image in enumerate(map(tuple, images)):
+            if image not in covered:
+                chosen.append(i)
+                covered.add(image)
+    return np.array(sorted(chosen))
 
 
 def nearest_orbit(

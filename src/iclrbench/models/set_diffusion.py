@@ -42,7 +42,7 @@ def _torch() -> Any:
     return torch
 
 
-#: radial basis of the force head: Gaussians centred 0-6 A
+#: radial basis of the force head: Gaussians centred from 0 to its cutoff
 RADIAL_CENTRES, RADIAL_WIDTH = 24, 0.125
 
 
@@ -107,8 +107,9 @@ def build_force_head(
     own_images: bool = True,
 ) -> Any:
     """Invariant messages on radial features of pair distances, then a weight per pair: score_i =
-    sum_j w_ij * (x_j - f_i) over the edges (i, j) within :data:`CUTOFF`, x_j the minimum image of f_j,
-    or, for sets that are asymmetric units (``ops``), the minimum image of each symmetry image g(f_j).
+    sum_j w_ij * (x_j - f_i) over the edges (i, j) within ``cutoff`` (:data:`CUTOFF`; SymmCD's
+    :data:`ORBIT_CUTOFF`), x_j the minimum image of f_j, or, for sets that are asymmetric units
+    (``ops``), the minimum image of each symmetry image g(f_j).
     ``own_images=False`` leaves out a site's own images g(f_i): those of a special position lie at its
     noisy representative's feet and pull it back there, which is what the Wyckoff projection after
     sampling does anyway, and a weight learned on them (seen only at short range) would also pull other
@@ -366,8 +367,9 @@ class SetDiffusion:
         optimiser = torch.optim.Adam(self.net.parameters(), lr=lr)
         losses = []
         n = len(y)
-        # the force head's pairs cost k^2: a batch is cut to its largest set (sites come first in every
-        # set); the transformer alone keeps the full padding, so its draws are those of earlier versions
+        # the force head's geometry is padded to the batch's sites: a batch is cut to its largest set
+        # (sites come first in every set); the transformer alone keeps the full padding, so its draws
+        # are those of earlier versions
         trim = self.net.force is not None
         full = f0.shape[1]
         for _ in range(train_steps):
