@@ -38,14 +38,6 @@ if TYPE_CHECKING:
 @dataclasses.dataclass(frozen=True)
 class DiffCSPParams(DiffusionParams):
     max_atoms: int = param(32, "atoms per cell (larger training cells are skipped)", low=1)
-    # the force head by default: with the transformer's score alone validity sat at chance (0.858 against
-    # 0.852, seeds 0-4 at `small`); with it 0.960, 0.956, 0.955 over seeds 0-2 (the task's README)
-    score_head: str = param(
-        "force",
-        "coordinate score: 'force' (a transformer plus pairwise forces on minimum-image distances within "
-        "6 A, CDVAE-style) or 'transformer' (absolute coordinates only)",
-        choices=("transformer", "force"),
-    )
 
 
 @register_algorithm(task=TASK, name="diffcsp-p1", role="baseline")
