@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from iclrbench import runner
 from iclrbench.benchmarks.crystals import judge_symmetry, judge_symmetry_at_scale, judge_validity
@@ -248,6 +250,70 @@ def test_the_sampler_recovers_a_point_mass_given_the_exact_denoiser() -> None:
     allowed[:, 1] = True  # the data's token is not allowed: the sampler must pick an allowed one
     tokens, _, _ = model.sample(np.zeros(16, dtype=np.int64), np.ones((16, 3), dtype=bool), [allowed])
     assert (tokens[0] == 1).all()
+
+
+def test_the_categorical_schedule_runs_from_the_data_to_the_limit_distribution() -> None:
+    from iclrbench.models.set_diffusion import token_alpha_bar
+
+    assert float(token_alpha_bar(0.0)) == pytest.approx(1.0)
+    assert float(token_alpha_bar(1.0)) < 1e-6
+    t = torch.linspace(0, 1, 50)
+    assert (token_alpha_bar(t)[1:] <= token_alpha_bar(t)[:-1]).all()
+
+
+@given(st.integers(0, 2**31 - 1))
+@settings(max_examples=25, deadline=None)
+def test_marginals_are_the_token_frequencies_per_label(seed: int) -> None:
+    from iclrbench.models.set_diffusion import marginals
+
+    rng = np.random.default_rng(seed)
+    n, k, vocab, n_labels = 12, 5, 6, 4
+    tokens, labels = rng.integers(0, vocab, (n, k)), rng.integers(0, n_labels - 1, n)  # label 3 unused
+    mask = rng.random((n, k)) < 0.7
+    mask[:, 0] = True
+    table = marginals(tokens, mask, vocab, labels, n_labels).numpy()
+    overall = marginals(tokens, mask, vocab, None, n_labels).numpy()
+    np.testing.assert_allclose(table.sum(1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(overall[0], np.bincount(tokens[mask], minlength=vocab) / mask.sum(), atol=1e-6)
+    for label in range(n_labels - 1):
+        seen = tokens[(labels == label)[:, None] & mask]
+        if len(seen):
+            np.testing.assert_allclose(
+                table[label], np.bincount(seen, minlength=vocab) / len(seen), atol=1e-6
+            )
+    np.testing.assert_allclose(table[n_labels - 1], overall[0], atol=1e-6)  # no data: the overall one
+
+
+def test_noised_and_initial_tokens_come_from_the_labels_marginal() -> None:
+    """Per-label marginals (SymmCD's site symmetries per space group): label 0's sets hold tokens 0-1 and
+    label 1's tokens 2-3, so no draw of the limit distribution may cross over, in training or sampling."""
+    rng = np.random.default_rng(0)
+    n, k = 40, 3
+    labels = np.arange(n) % 2
+    tokens = rng.integers(0, 2, (n, k)) + 2 * labels[:, None]
+    model = SetDiffusion([4], 2, seed=3, steps=5, label_marginals=[True])
+    model.fit([tokens], rng.random((n, k, 3)), rng.normal(size=(n, 6)), labels, np.ones((n, k), bool), 2)
+    drawn = model._draw(model.priors[0], torch.as_tensor(labels), 50).numpy()
+    assert ((drawn >= 2) == (labels[:, None] == 1)).all()
+
+    def own_side(tokens, coords, lattice, t, label, mask):
+        """x_0: the label's two tokens, equally likely; with uniform limit draws tokens would cross."""
+        logits = torch.full((*mask.shape, 4), -30.0)
+        for side in (0, 1):
+            logits[label == side, :, 2 * side : 2 * side + 2] = 0.0
+        return [logits], torch.zeros_like(coords), torch.zeros_like(lattice)
+
+    seen = []
+
+    def record(tokens, coords, t):
+        seen.append(tokens[0].clone())
+        return coords
+
+    model.net = own_side
+    model.sample(labels, np.ones((n, k), dtype=bool), each_step=record)
+    assert len(seen) == 5  # every step's tokens, the first ones mostly the limit distribution's
+    for tokens in seen:
+        assert ((tokens.numpy() >= 2) == (labels[:, None] == 1)).all()
 
 
 def test_prepare_leaves_the_data_set_and_its_statistics_in_the_cache(tmp_path, monkeypatch) -> None:

@@ -6,7 +6,9 @@ coordinates -- plus the lattice, conditioned on the space group (Sec. 3). The si
 "-43m") is the interpretable, cross-group representation of the symmetry transformations (Sec. 3.2).
 Here: the space group and the number of asymmetric sites are drawn from the training set's empirical
 distribution; a :class:`~iclrbench.models.set_diffusion.SetDiffusion` (discrete diffusion for species and
-site symmetries, wrapped-normal score matching for coordinates, DDPM for the lattice) denoises the rest;
+site symmetries, wrapped-normal score matching for coordinates, DDPM for the lattice) denoises the rest
+(site symmetries noised towards their marginal in the space group, on the cosine schedule, and the
+coordinates sampled predictor-corrector, as the paper's code);
 each site is projected to the nearest Wyckoff position of the group with its site symmetry and replicated
 with the group's operations (images closer than 0.5 A merged onto the special position they straddle);
 the lattice is projected onto the crystal system. The lattice is learned per atom (lengths over the cube
@@ -102,6 +104,13 @@ class DiffusionParams:
         "'transformer' (absolute coordinates only)",
         choices=("transformer", "force"),
     )
+    step_lr: float = param(
+        1e-5,
+        "Langevin corrector step of the predictor-corrector sampler, times (sigma_t / sigma_min)^2 "
+        "(DiffCSP's and SymmCD's `step_lr`, their default); 0: the predictor alone, half the network calls",
+        low=0.0,
+        high=1e-3,
+    )
 
 
 class DiffusionGenerator(CrystalGenerator):
@@ -121,10 +130,12 @@ class DiffusionGenerator(CrystalGenerator):
         mask: np.ndarray,
         n_labels: int,
         orbits: Orbits | None = None,
+        label_marginals: list[bool] | None = None,
     ) -> None:
         """Fit the diffusion on padded sets: token channels, coordinates, (a, b, c, alpha, beta, gamma)
         and the number of atoms of each set's cell, conditioning labels in [0, n_labels), and the mask of
-        real sites; ``orbits`` when the sets are asymmetric units (for the force head)."""
+        real sites; ``orbits`` when the sets are asymmetric units (for the force head);
+        ``label_marginals[c]``: channel c's tokens are noised towards their marginal per label."""
         from iclrbench.models.set_diffusion import SetDiffusion
 
         lattice = encode_lattice(lattice_params, atoms)
@@ -137,6 +148,7 @@ class DiffusionGenerator(CrystalGenerator):
             score_head=self.params.score_head,
             lattice_stats=(self.lattice_mean, self.lattice_std),
             orbits=orbits,
+            label_marginals=label_marginals,
         )
         self.losses = self.model.fit(
             tokens,
@@ -158,7 +170,7 @@ class DiffusionGenerator(CrystalGenerator):
     ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
         """(tokens, fractional coordinates, lattice parameters) of len(labels) sampled sets; ``atoms``
         gives each set's number of atoms from the sampled tokens, which scales its lattice."""
-        tokens, coords, lattice = self.model.sample(labels, mask, allowed)
+        tokens, coords, lattice = self.model.sample(labels, mask, allowed, step_lr=self.params.step_lr)
         features = lattice * self.lattice_std + self.lattice_mean
         return tokens, coords, decode_lattice(features, atoms(tokens))
 
@@ -207,6 +219,9 @@ class SymmCD(DiffusionGenerator):
             mask,
             231,
             orbit_tables(sorted(set(labels.tolist())), self.symmetries),
+            # SymmCD's `prior: marginal`: species towards their overall frequencies, site symmetries
+            # towards those of the space group
+            label_marginals=[False, True],
         )
 
     def sample(self, n: int) -> list[Structure | None]:

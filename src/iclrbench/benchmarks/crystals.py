@@ -252,7 +252,8 @@ class CrystalTask(Task):
     # 5: lattices learned per atom (lengths / N^(1/3)); the d_sg floor and the density diagnostics.
     # 6: the floor drawn from the reference set's population, not bootstrapped from its 1,000 crystals
     # 7: both diffusion models' coordinate scores add the pairwise force head by default
-    version = 7
+    # 8: tokens noised towards their marginals on the cosine schedule; predictor-corrector sampling
+    version = 8
     paper = Paper(
         title="SymmCD: Symmetry-Preserving Crystal Generation with Diffusion Models",
         authors="Daniel Levy, Siba Smarak Panigrahi, Sekou-Oumar Kaba, Qiang Zhu, Kin Long Kelvin Lee, "

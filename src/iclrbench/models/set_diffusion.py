@@ -3,8 +3,12 @@
 Each crystal is a padded set of sites with categorical channels (e.g. species, site symmetry), fractional
 coordinates on the 3-torus and a global lattice vector, optionally conditioned on a label (the space group):
 
-- categorical channels: discrete diffusion with uniform transitions (D3PM, Austin et al. 2021),
-  Q_bar_t = alpha_bar_t I + (1 - alpha_bar_t) / V, alpha_bar_t = 1 - t; the network predicts x_0;
+- categorical channels: discrete diffusion (D3PM, Austin et al. 2021) towards the data's marginal,
+  Q_bar_t = alpha_bar_t I + (1 - alpha_bar_t) 1 p^T, as SymmCD (Levy et al. 2025, Sec. 3.4, its
+  ``prior: marginal``): p the tokens' frequencies in training, per label for the channels named in
+  ``label_marginals`` (a space group's own site symmetries); alpha_bar_t the cosine schedule (Nichol &
+  Dhariwal 2021), normalised to 1 at t = 0, as SymmCD's and DiffCSP's ``BetaScheduler``, so a token
+  settles early enough for the coordinates to follow it; the network predicts x_0;
 - coordinates: score matching with the wrapped normal (DiffCSP, Jiao et al. 2023): sigma_t geometric from
   0.005 to 0.5, the score of the wrapped normal summed over 5 periodic images;
 - lattice: DDPM (Ho et al. 2020) with a cosine schedule, epsilon prediction;
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -294,6 +298,30 @@ def wrapped_normal_score(diff: Any, sigma: Any) -> Any:
     return -(weights * shifted).sum(-1) / sigma**2
 
 
+def token_alpha_bar(t: Any) -> Any:
+    """alpha_bar of the categorical channels: the cosine schedule divided by its value at t = 0, so a
+    token at t = 0 is its x_0 (DiffCSP's and SymmCD's ``alphas_cumprod / alphas_cumprod[0]``)."""
+    return lattice_alpha_bar(t) / lattice_alpha_bar(0.0)
+
+
+def marginals(
+    tokens: np.ndarray, mask: np.ndarray, vocab: int, labels: np.ndarray | None, n_labels: int
+) -> Any:
+    """The limit distribution of one categorical channel: token frequencies over the real sites, (1, V)
+    for all sets or (n_labels, V) per label (``labels`` given); a label without sites gets the overall
+    frequencies."""
+    torch = _torch()
+    overall = np.bincount(tokens[mask], minlength=vocab).astype(float)
+    overall = overall / max(overall.sum(), 1.0)
+    if labels is None:
+        return torch.as_tensor(overall[None], dtype=torch.float32)
+    table = np.zeros((max(n_labels, 1), vocab))
+    np.add.at(table, (np.broadcast_to(labels[:, None], mask.shape)[mask], tokens[mask]), 1.0)
+    totals = table.sum(1, keepdims=True)
+    table = np.where(totals > 0, table / np.maximum(totals, 1.0), overall)
+    return torch.as_tensor(table, dtype=torch.float32)
+
+
 def lattice_alpha_bar(t: Any) -> Any:
     torch = _torch()
     return torch.cos((torch.as_tensor(t, dtype=torch.float32) + 0.008) / 1.008 * math.pi / 2) ** 2
@@ -313,15 +341,20 @@ class SetDiffusion:
         orbits: Orbits | None = None,
         force_width: int = 32,
         force_rounds: int = 1,
+        label_marginals: Sequence[bool] | None = None,
     ) -> None:
         """``score_head="force"`` adds the pairwise force head (``force_rounds`` message rounds of width
         ``force_width``); it needs ``lattice_stats``, the (mean, std) of the standardised lattice
         features, and either sets whose sites are the cell's atoms or ``orbits``, which replicate each
-        site into the cell."""
+        site into the cell. ``label_marginals[c]``: channel c's limit distribution is its marginal per
+        label (SymmCD's site symmetries per space group) rather than over all sets."""
         torch = _torch()
         if score_head not in ("transformer", "force"):
             raise ValueError(f"unknown score head {score_head!r}: 'transformer' or 'force'")
         self.vocab_sizes, self.n_labels, self.steps = vocab_sizes, n_labels, steps
+        self.label_marginals = list(label_marginals or [False] * len(vocab_sizes))
+        #: each channel's limit distribution, (1 or n_labels, V): uniform until fit() counts the data
+        self.priors = [torch.full((1, v), 1.0 / v) for v in vocab_sizes]
         self.generator = torch.Generator().manual_seed(seed)
         torch.manual_seed(seed)  # the network's initial weights
         force = score_head == "force"
@@ -360,6 +393,12 @@ class SetDiffusion:
     ) -> list[float]:
         """Denoising training: D3PM x_0 cross-entropy + wrapped-normal score matching + DDPM epsilon MSE."""
         torch = _torch()
+        self.priors = [
+            marginals(
+                np.asarray(tok), np.asarray(mask), v, np.asarray(labels) if per_label else None, self.n_labels
+            )
+            for tok, v, per_label in zip(tokens, self.vocab_sizes, self.label_marginals, strict=True)
+        ]
         toks = [torch.as_tensor(t, dtype=torch.long) for t in tokens]
         f0 = torch.as_tensor(coords, dtype=torch.float32)
         l0 = torch.as_tensor(lattice, dtype=torch.float32)
@@ -378,12 +417,11 @@ class SetDiffusion:
             batch_tokens = [tok[idx][:, :k] for tok in toks]
             batch_f0, mi = f0[idx][:, :k], m[idx][:, :k]
             t = torch.rand(len(idx), generator=self.generator, dtype=torch.float32).clamp(min=1e-3)
-            keep = 1.0 - t  # alpha_bar of the categorical channels
+            keep = token_alpha_bar(t)
             noisy_tokens = []
-            for x0, v in zip(batch_tokens, self.vocab_sizes, strict=True):
+            for x0, prior in zip(batch_tokens, self.priors, strict=True):
                 resample = torch.rand(x0.shape, generator=self.generator, dtype=torch.float32) > keep[:, None]
-                uniform = torch.randint(0, v, x0.shape, generator=self.generator)
-                noisy_tokens.append(torch.where(resample, uniform, x0))
+                noisy_tokens.append(torch.where(resample, self._draw(prior, y[idx], x0.shape[1]), x0))
             sigma = sigmas(t)[:, None, None]
             noise = torch.randn(batch_f0.shape, generator=self.generator, dtype=torch.float32)
             ft = (batch_f0 + sigma * noise) % 1.0
@@ -404,14 +442,38 @@ class SetDiffusion:
             losses.append(float(loss.detach()))
         return losses
 
+    @staticmethod
+    def _rows(prior: Any, labels: Any) -> Any:
+        """Each set's limit distribution: (n, V) from a (1, V) or (n_labels, V) table."""
+        return prior.expand(len(labels), -1) if len(prior) == 1 else prior[labels]
+
+    def _draw(self, prior: Any, labels: Any, k: int) -> Any:
+        """k tokens per set from its limit distribution, (n, k)."""
+        return _torch().multinomial(self._rows(prior, labels), k, replacement=True, generator=self.generator)
+
     def sample(
-        self, labels: np.ndarray, mask: np.ndarray, allowed: Sequence[np.ndarray | None] | None = None
+        self,
+        labels: np.ndarray,
+        mask: np.ndarray,
+        allowed: Sequence[np.ndarray | None] | None = None,
+        step_lr: float = 0.0,
+        each_step: Callable[[list[Any], Any, float], Any] | None = None,
     ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
         """Reverse diffusion for len(labels) sets with the given site masks: (tokens, coords, lattice).
 
         ``allowed[c]``, a boolean (len(labels), vocab) array or None, restricts channel c's predicted x_0
         to the allowed tokens of each set (e.g. the site symmetries its space group has), so the final
         tokens are always allowed ones: the model's most probable valid choice.
+
+        ``step_lr`` > 0 samples the coordinates as DiffCSP and SymmCD do (predictor-corrector, Song et al.
+        2021, Alg. 2-3): before each predictor step a Langevin corrector step of size
+        step_lr * (sigma_t / sigma_min)^2, then the ancestral predictor, whose noise is
+        sigma_{t-1} sqrt(sigma_t^2 - sigma_{t-1}^2) / sigma_t; the network runs twice a step. 0: the
+        predictor alone, with the reverse SDE's noise sqrt(sigma_t^2 - sigma_{t-1}^2).
+
+        ``each_step(tokens, coords, t)``, called after every step with the tensors reached at time t,
+        returns the coordinates to go on from: to watch the trajectory, or to project the coordinates
+        (onto Wyckoff positions, as DiffCSP++ does; SymmCD projects once, after sampling).
         """
         torch = _torch()
         g = self.generator
@@ -421,7 +483,7 @@ class SetDiffusion:
             None if a is None else torch.as_tensor(np.asarray(a, dtype=bool))[:, None, :]
             for a in (allowed if allowed is not None else [None] * len(self.vocab_sizes))
         ]
-        toks = [torch.randint(0, v, (n, k), generator=g) for v in self.vocab_sizes]
+        toks = [self._draw(prior, y, k) for prior in self.priors]
         f = torch.rand((n, k, 3), generator=g, dtype=torch.float32)
         lat = torch.randn((n, 6), generator=g, dtype=torch.float32)
         grid = torch.linspace(1.0, 0.0, self.steps + 1, dtype=torch.float32)
@@ -429,24 +491,44 @@ class SetDiffusion:
             for i in range(self.steps):
                 t_now, t_next = float(grid[i]), float(grid[i + 1])
                 t = torch.full((n,), t_now, dtype=torch.float32)
+                s_now = float(sigmas(t_now))
+                s_next = float(sigmas(t_next)) if i < self.steps - 1 else 0.0
+                last = i == self.steps - 1
+                if step_lr > 0:
+                    _, score, _ = self.net(toks, f, lat, t, y, m)
+                    step = step_lr * (s_now / SIGMA_MIN) ** 2
+                    # the network predicts sigma * grad log p; the last step adds no noise (as DiffCSP)
+                    f = f + step * score / s_now
+                    if not last:
+                        f = f + math.sqrt(2 * step) * torch.randn(f.shape, generator=g, dtype=torch.float32)
+                    f = f % 1.0
                 logits, score, eps_hat = self.net(toks, f, lat, t, y, m)
                 # categorical channels: the D3PM posterior q(x_{t-1} | x_t, x_0) with x_0 ~ softmax(logits)
-                keep_now, keep_next = 1.0 - t_now, 1.0 - t_next
+                keep_now, keep_next = float(token_alpha_bar(t_now)), float(token_alpha_bar(t_next))
                 beta = 1.0 - keep_now / keep_next
                 new_tokens = []
-                for lg, tok, v, allow in zip(logits, toks, self.vocab_sizes, masks, strict=True):
+                for lg, tok, v, allow, prior in zip(
+                    logits, toks, self.vocab_sizes, masks, self.priors, strict=True
+                ):
                     x0 = torch.softmax(lg if allow is None else lg.masked_fill(~allow, -torch.inf), -1)
-                    from_xt = (1 - beta) * torch.nn.functional.one_hot(tok, v).float() + beta / v
-                    probs = from_xt * (keep_next * x0 + (1 - keep_next) / v)
-                    probs = probs / probs.sum(-1, keepdim=True)
+                    p = self._rows(prior, y)[:, None, :]  # (n, 1, V)
+                    # q(x_t | x_{t-1} = j) = (1 - beta) [j = x_t] + beta p(x_t); times q(x_{t-1} = j | x_0)
+                    from_xt = (1 - beta) * torch.nn.functional.one_hot(tok, v).float() + beta * p.expand(
+                        -1, k, -1
+                    ).gather(2, tok[..., None])
+                    probs = from_xt * (keep_next * x0 + (1 - keep_next) * p)
+                    total = probs.sum(-1, keepdim=True)
+                    # a token the limit distribution never holds can leave no mass: then x_0 alone
+                    probs = torch.where(total > 0, probs / total.clamp(min=1e-30), x0)
                     new_tokens.append(torch.multinomial(probs.reshape(-1, v), 1, generator=g).reshape(n, k))
                 toks = new_tokens
                 # coordinates: a predictor step of the reverse VE SDE, wrapped onto the torus
-                s_now = float(sigmas(t_now))
-                s_next = float(sigmas(t_next)) if i < self.steps - 1 else 0.0
                 step = s_now**2 - s_next**2
                 z = torch.randn(f.shape, generator=g, dtype=torch.float32)
-                f = (f + step * score / s_now + math.sqrt(step) * z) % 1.0
+                noise = s_next / s_now * math.sqrt(step) if step_lr > 0 else math.sqrt(step)
+                f = (f + step * score / s_now + noise * z) % 1.0
+                if each_step is not None:
+                    f = each_step(toks, f, t_next)
                 # lattice: a DDPM ancestral step through the posterior q(l_{t-1} | l_t, l_0) at the
                 # predicted l_0, clipped to the data range (Ho et al. 2020): dividing by sqrt(alpha_t)
                 # directly blows up near t = 1, where the cosine schedule's alpha_bar is ~0
