@@ -221,7 +221,8 @@ def test_reference_data_is_fixed_by_data_seed_and_its_statistics_survive_the_cac
     crystals.reference_statistics.cache_clear()
 
 
-def test_the_sampler_recovers_a_point_mass_given_the_exact_denoiser() -> None:
+@pytest.mark.parametrize("step_lr", [0.0, 1e-5])
+def test_the_sampler_recovers_a_point_mass_given_the_exact_denoiser(step_lr: float) -> None:
     """With the ideal network for data concentrated at one (token, coordinate, lattice), reverse diffusion
     must land on it: a check of the sampler's maths (posterior steps, score scaling) free of training."""
     from iclrbench.models import set_diffusion as sd
@@ -240,7 +241,9 @@ def test_the_sampler_recovers_a_point_mass_given_the_exact_denoiser() -> None:
 
     model = SetDiffusion([4], 1, seed=0, steps=200)
     model.net = ideal
-    tokens, coords, lattice = model.sample(np.zeros(16, dtype=np.int64), np.ones((16, 3), dtype=bool))
+    tokens, coords, lattice = model.sample(
+        np.zeros(16, dtype=np.int64), np.ones((16, 3), dtype=bool), step_lr=step_lr
+    )
     assert (tokens[0] == token).all()
     wrapped = (coords - f0.numpy() + 0.5) % 1.0 - 0.5
     assert np.abs(wrapped).max() < 0.05
@@ -292,7 +295,15 @@ def test_noised_and_initial_tokens_come_from_the_labels_marginal() -> None:
     labels = np.arange(n) % 2
     tokens = rng.integers(0, 2, (n, k)) + 2 * labels[:, None]
     model = SetDiffusion([4], 2, seed=3, steps=5, label_marginals=[True])
-    model.fit([tokens], rng.random((n, k, 3)), rng.normal(size=(n, 6)), labels, np.ones((n, k), bool), 2)
+    noised = []
+    model.net.register_forward_pre_hook(lambda _, args: noised.append(args[0][0].clone()))
+    model.fit([tokens], rng.random((n, k, 3)), rng.normal(size=(n, 6)), labels, np.ones((n, k), bool), 30)
+    # fit() draws 30 batches of 40 of the 40 sets: the noised tokens keep to their label's side (batch
+    # order is drawn, so the side is checked against the batch's own tokens' side)
+    assert len(noised) == 30
+    for batch in noised:
+        side = (batch >= 2).float().mean(1)
+        assert ((side == 0) | (side == 1)).all()
     drawn = model._draw(model.priors[0], torch.as_tensor(labels), 50).numpy()
     assert ((drawn >= 2) == (labels[:, None] == 1)).all()
 
@@ -314,6 +325,34 @@ def test_noised_and_initial_tokens_come_from_the_labels_marginal() -> None:
     assert len(seen) == 5  # every step's tokens, the first ones mostly the limit distribution's
     for tokens in seen:
         assert ((tokens.numpy() >= 2) == (labels[:, None] == 1)).all()
+
+
+@pytest.mark.parametrize("step_lr", [0.0, 1e-5])
+def test_the_sampler_draws_tokens_from_the_data_given_the_exact_posterior(step_lr: float) -> None:
+    """With the exact p(x_0 | x_t) of independent tokens drawn from pi, noised towards a marginal p != pi,
+    the reverse chain must end at pi (SymmCD's posterior). D3PM's eq. 4 with this x_0 ends near
+    (.46, .33, .21): it draws towards p."""
+    from iclrbench.models.set_diffusion import token_alpha_bar
+
+    pi, prior = torch.tensor([0.6, 0.3, 0.1]), torch.tensor([[0.2, 0.3, 0.5]])
+
+    def exact(tokens, coords, lattice, t, label, mask):
+        keep = token_alpha_bar(t[0])
+        x_t = tokens[0]
+        likelihood = (
+            keep * torch.nn.functional.one_hot(x_t, 3).float() + (1 - keep) * prior[0][x_t][..., None]
+        )
+        posterior = pi * likelihood
+        return (
+            [(posterior / posterior.sum(-1, keepdim=True)).log()],
+            torch.zeros_like(coords),
+            torch.zeros_like(lattice),
+        )
+
+    model = SetDiffusion([3], 1, seed=0, steps=10)
+    model.priors, model.net = [prior], exact
+    tokens, _, _ = model.sample(np.zeros(20000, dtype=np.int64), np.ones((20000, 1), bool), step_lr=step_lr)
+    np.testing.assert_allclose(np.bincount(tokens[0].ravel(), minlength=3) / 20000, pi.numpy(), atol=0.015)
 
 
 def test_prepare_leaves_the_data_set_and_its_statistics_in_the_cache(tmp_path, monkeypatch) -> None:

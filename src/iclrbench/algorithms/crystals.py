@@ -107,7 +107,8 @@ class DiffusionParams:
     step_lr: float = param(
         1e-5,
         "Langevin corrector step of the predictor-corrector sampler, times (sigma_t / sigma_min)^2 "
-        "(DiffCSP's and SymmCD's `step_lr`, their default); 0: the predictor alone, half the network calls",
+        "(DiffCSP's and SymmCD's `step_lr`, their default); 0: the predictor alone (with the reverse "
+        "SDE's noise), half the network calls",
         low=0.0,
         high=1e-3,
     )
