@@ -519,8 +519,9 @@ class SetDiffusion:
                     # and DiGress's samplers: q(x_{t-1} | x_t, x_0) = q(x_t | x_{t-1}) q(x_{t-1} | x_0) /
                     # q(x_t | x_0). Leaving out the division (D3PM's eq. 4 with this x_0) drew the tokens
                     # towards the limit distribution: (.46, .33, .21) for data (.6, .3, .1) with the exact x_0
-                    from_xt = (1 - beta) * torch.nn.functional.one_hot(tok, v).float() + beta * p_xt
-                    given_x0 = keep_now * torch.nn.functional.one_hot(tok, v).float() + (1 - keep_now) * p_xt
+                    current = torch.nn.functional.one_hot(tok, v).float()
+                    from_xt = (1 - beta) * current + beta * p_xt
+                    given_x0 = keep_now * current + (1 - keep_now) * p_xt
                     weight = torch.where(given_x0 > 0, x0 / given_x0.clamp(min=1e-30), torch.zeros_like(x0))
                     probs = from_xt * (
                         keep_next * weight + (1 - keep_next) * p * weight.sum(-1, keepdim=True)
