@@ -435,6 +435,9 @@ def run_specs(
     if retries < 0:
         raise UserError("--retries must be 0 or more")
     report = SweepReport(results=[])
+    for task_id in dict.fromkeys(spec.task for spec in specs):
+        for old, new in catalog.get_task(task_id).renamed_algorithms.items():
+            store.rename_algorithm(task_id, old, new)
     todo: list[RunSpec] = []
     for spec in specs:
         stored = None if force else store.get(spec.key)

@@ -1,5 +1,6 @@
-"""The conformal math (iclrbench.algorithms.conformal): scores, q_hat, the fairness filters, the vectorised
-lambda search against the paper code's loop, and split / Mondrian CP against crepes."""
+"""The conformal math (iclrbench.algorithms.conformal_fairness.conformal): scores, q_hat, the fairness
+filters, the vectorised lambda search against the paper code's loop, and split / Mondrian CP against
+crepes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iclrbench.algorithms import conformal as cp
+from iclrbench.algorithms.conformal_fairness import conformal as cp
 
 
 def _problem(seed: int, n: int = 300, k: int = 3, g: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -11,11 +11,11 @@ import pytest
 from iclrbench import runner
 from iclrbench.benchmarks.conformal_fairness import judge_control, judge_lambda, judge_size
 from iclrbench.core.result import RunResult
-from iclrbench.envs import fairness_data
+from iclrbench.envs.conformal_fairness import data as fairness_data
 from iclrbench.testing import fake_runs
 
 TASK = "conformal-fairness"
-ALGORITHMS = ("conformal-fairness", "split-cp", "mondrian-cp", "class-conditional-cp", "batch-gcp")
+ALGORITHMS = ("cf-framework", "split-cp", "mondrian-cp", "class-conditional-cp", "batch-gcp")
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,7 @@ def test_runs_report_every_metric_in_range(smoke_runs: dict[str, RunResult]) -> 
 
 def test_conformal_fairness_closes_the_gap_split_cp_leaves(smoke_runs: dict[str, RunResult]) -> None:
     """The synthetic population is built so that split CP's demographic-parity gap exceeds c = 0.1."""
-    split, fair = smoke_runs["split-cp"].metrics, smoke_runs["conformal-fairness"].metrics
+    split, fair = smoke_runs["split-cp"].metrics, smoke_runs["cf-framework"].metrics
     assert split["fairness_violation"] > 0.1
     assert fair["fairness_violation"] <= 0.1 + 0.02
     assert fair["coverage"] >= split["coverage"] - 0.005
@@ -60,7 +60,7 @@ def test_conformal_fairness_closes_the_gap_split_cp_leaves(smoke_runs: dict[str,
 
 
 def test_same_seed_same_metrics() -> None:
-    spec = runner.plan(TASK, ["conformal-fairness"], [3], "smoke", {"dataset": "german"})[0]
+    spec = runner.plan(TASK, ["cf-framework"], [3], "smoke", {"dataset": "german"})[0]
     a, b = runner.execute(spec), runner.execute(spec)
     assert a.status == "ok", a.error
     assert {k: v for k, v in a.metrics.items() if k != "seconds"} == {
@@ -70,9 +70,7 @@ def test_same_seed_same_metrics() -> None:
 
 def test_the_gcn_on_the_sbm_graph_runs_every_filter() -> None:
     for metric in ("equal_opportunity", "equalized_odds", "predictive_parity"):
-        spec = runner.plan(TASK, ["conformal-fairness"], [0], "smoke", {"dataset": "sbm", "metric": metric})[
-            0
-        ]
+        spec = runner.plan(TASK, ["cf-framework"], [0], "smoke", {"dataset": "sbm", "metric": metric})[0]
         r = runner.execute(spec)
         assert r.status == "ok", r.error
         assert r.metrics["base_accuracy"] > 0.5 and r.metrics["min_threshold_minus_qhat"] >= 0
@@ -110,7 +108,7 @@ def test_the_base_model_is_fitted_once_and_cached(tmp_path: Path, monkeypatch: p
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(bench, db: Path, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
-    code, _out, err = bench("run", TASK, "conformal-fairness", "--seeds", "0", "--db", db, *args)
+    code, _out, err = bench("run", TASK, "cf-framework", "--seeds", "0", "--db", db, *args)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not db.exists()  # refused before any store is created
 
@@ -131,7 +129,7 @@ def test_a_filter_without_points_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
 def _scenario_runs(values: dict[str, dict[str, float]]) -> list[list[RunResult]]:
     groups = []
     for _ in range(2):  # two scenarios, the same figures
-        for name in ("split-cp", "conformal-fairness", "mondrian-cp"):
+        for name in ("split-cp", "cf-framework", "mondrian-cp"):
             runs = fake_runs(
                 TASK, name, (0, 1, 2), values[name], config={"c": 0.1, "alpha": 0.1, "resplits": 20}
             )
@@ -148,7 +146,7 @@ def test_claim_judges_can_say_yes_and_no() -> None:
     good = _scenario_runs(
         {
             "split-cp": {**base, "fairness_violation": 0.28, "coverage": 0.9},
-            "conformal-fairness": {**base, "fairness_violation": 0.1},
+            "cf-framework": {**base, "fairness_violation": 0.1},
             "mondrian-cp": {**base, "fairness_violation": 0.3, "set_size": 1.6},
         }
     )
@@ -158,7 +156,7 @@ def test_claim_judges_can_say_yes_and_no() -> None:
     bad = _scenario_runs(
         {
             "split-cp": {**base, "fairness_violation": 0.28},
-            "conformal-fairness": {**base, "fairness_violation": 0.2, "min_threshold_minus_qhat": -0.01},
+            "cf-framework": {**base, "fairness_violation": 0.2, "min_threshold_minus_qhat": -0.01},
             "mondrian-cp": {**base, "fairness_violation": 0.3, "set_size": 1.2},
         }
     )
@@ -170,7 +168,7 @@ def test_claim_judges_can_say_yes_and_no() -> None:
     met = _scenario_runs(
         {
             "split-cp": {**base, "fairness_violation": 0.05},
-            "conformal-fairness": {**base, "fairness_violation": 0.3},
+            "cf-framework": {**base, "fairness_violation": 0.3},
             "mondrian-cp": {**base, "fairness_violation": 0.3, "set_size": 1.2},
         }
     )
@@ -179,7 +177,7 @@ def test_claim_judges_can_say_yes_and_no() -> None:
     undercovered = _scenario_runs(
         {
             "split-cp": {**base, "fairness_violation": 0.28},
-            "conformal-fairness": {**base, "fairness_violation": 0.1, "coverage": 0.85},
+            "cf-framework": {**base, "fairness_violation": 0.1, "coverage": 0.85},
             "mondrian-cp": {**base, "fairness_violation": 0.3},
         }
     )

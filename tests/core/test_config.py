@@ -68,7 +68,7 @@ EXAMPLE_OVERRIDDEN_HASH = "969d1768800e23e0"
 
 
 def test_hashes_of_plain_configs_are_those_of_the_old_parser() -> None:
-    from iclrbench.envs.bilateral_trade import BilateralTradeConfig
+    from iclrbench.envs.contextual_bilateral_trade import BilateralTradeConfig
 
     bilateral = cfg.build(BilateralTradeConfig)
     assert cfg.as_dict(bilateral) == dataclasses.asdict(bilateral)

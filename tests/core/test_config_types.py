@@ -401,7 +401,7 @@ def test_pydantic_is_not_imported_until_a_value_needs_it() -> None:
     code = (
         "import sys, dataclasses\n"
         "from iclrbench.core import config as cfg\n"
-        "from iclrbench.envs.bilateral_trade import BilateralTradeConfig\n"
+        "from iclrbench.envs.contextual_bilateral_trade import BilateralTradeConfig\n"
         "cfg.build(BilateralTradeConfig, {'d': '4', 'noise': 0})\n"
         "assert 'pydantic' not in sys.modules, 'imported early'\n"
         "@dataclasses.dataclass(frozen=True)\n"

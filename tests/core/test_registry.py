@@ -87,7 +87,9 @@ def test_built_in_tasks_are_entry_points_named_by_their_id() -> None:
 
 def test_an_entry_point_whose_name_is_not_the_task_id_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     ep = metadata.EntryPoint(
-        name="bilateral", value="iclrbench.benchmarks.bilateral_trade:BilateralTradeTask", group="x"
+        name="bilateral",
+        value="iclrbench.benchmarks.contextual_bilateral_trade:BilateralTradeTask",
+        group="x",
     )
     monkeypatch.setattr(catalog, "_entry_points", lambda group: [ep] if group == catalog.TASK_GROUP else [])
     monkeypatch.setattr(catalog, "_tasks", Registry("task"))
@@ -101,7 +103,7 @@ def test_a_broken_plugin_task_is_skipped_with_a_warning_and_the_rest_still_load(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     good = metadata.EntryPoint(
-        name=TASK, value="iclrbench.benchmarks.bilateral_trade:BilateralTradeTask", group="x"
+        name=TASK, value="iclrbench.benchmarks.contextual_bilateral_trade:BilateralTradeTask", group="x"
     )
     broken = metadata.EntryPoint(name="their-task", value="no_such_plugin_module:Task", group="x")
     monkeypatch.setattr(

@@ -78,7 +78,7 @@ def test_stored_runs_are_reused_and_force_redoes(db: Path) -> None:
 
 
 def test_a_failed_run_is_stored_then_retried(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from iclrbench.baselines.bilateral_trade import RandomPrice
+    from iclrbench.baselines.contextual_bilateral_trade import RandomPrice
 
     specs = runner.plan(TASK, ["random-price"], [0], "smoke", {"horizon": "100"})
 
@@ -100,7 +100,7 @@ def test_a_failed_run_is_stored_then_retried(db: Path, monkeypatch: pytest.Monke
 
 
 def test_a_failing_seed_in_a_batch_does_not_sink_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
-    from iclrbench.benchmarks.bilateral_trade import BilateralTradeTask
+    from iclrbench.benchmarks.contextual_bilateral_trade import BilateralTradeTask
 
     specs = runner.plan(TASK, ["ellipsoid-sbb"], [0, 1, 2], "smoke", {"horizon": "300"})
     original = BilateralTradeTask.evaluate_many

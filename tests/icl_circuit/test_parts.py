@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iclrbench.algorithms import icl_circuit as read
-from iclrbench.algorithms.icl_ablations import ABLATIONS, RandomControl, RandomControlParams
+from iclrbench.algorithms.icl_circuit import ABLATIONS, RandomControl, RandomControlParams
 from iclrbench.envs import icl_circuit as env
-from iclrbench.envs.icl_prompts import PROMPTS, text_episodes
+from iclrbench.envs.icl_circuit import analysis as read
+from iclrbench.envs.icl_circuit.prompts import PROMPTS, text_episodes
 
 torch = pytest.importorskip("torch")
 
@@ -141,7 +141,7 @@ def test_the_random_control_draws_per_episode_and_layer_and_matches_the_link_cou
 
 
 def test_batches_slice_per_episode_masks_and_share_common_ones() -> None:
-    from iclrbench.models.icl_subjects import batches
+    from iclrbench.envs.icl_circuit.subjects import batches
 
     config, _, ep = _model_and_episodes(10)
     per_episode = np.random.default_rng(0).random((10, config.seq_len, config.seq_len)) < 0.1
@@ -154,7 +154,7 @@ def test_batches_slice_per_episode_masks_and_share_common_ones() -> None:
 
 
 def test_a_batched_pass_equals_one_episode_at_a_time() -> None:
-    from iclrbench.models.icl_subjects import batches
+    from iclrbench.envs.icl_circuit.subjects import batches
 
     config, model, ep = _model_and_episodes()
     masks = ABLATIONS["yi_to_sq"](None, config, np.random.default_rng(0)).masks(ep)

@@ -158,9 +158,9 @@ def test_smollm2_masks_cut_exactly_the_links_they_name() -> None:
     """On SmolLM2's text prompts (every episode its own layout), a mask on layers 28-29 leaves those
     layers' attention at exactly zero on its links, and every layer before them untouched."""
     pytest.importorskip("transformers")
-    from iclrbench.algorithms.icl_ablations import ABLATIONS
+    from iclrbench.algorithms.icl_circuit import ABLATIONS
     from iclrbench.envs.icl_circuit import IclCircuitConfig
-    from iclrbench.models.icl_subjects import SmolSubject
+    from iclrbench.envs.icl_circuit.subjects import SmolSubject
     from iclrbench.models.torch_threads import one_torch_thread
 
     config = IclCircuitConfig(subject="smollm2", layers="28-29", k=2, episodes=10, batch=3)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from iclrbench.core.errors import UserError
-from iclrbench.envs.fact_world import PEJORATIVES, FactWorld
+from iclrbench.envs.mobile_llm_profiling.fact_world import PEJORATIVES, FactWorld
 from iclrbench.models.language import check_gguf, llama_cpp_available
 from iclrbench.models.quantise import llama_type, rtn_bits_per_weight, rtn_quantise
 
@@ -85,7 +85,7 @@ def test_a_file_that_is_not_gguf_is_one_clear_error(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------- tiny model
 @pytest.fixture(scope="module")
 def tiny() -> Path:
-    from iclrbench.models.tiny_llama import TinySpec, tiny_model_path
+    from iclrbench.envs.mobile_llm_profiling.tiny_llama import TinySpec, tiny_model_path
 
     return tiny_model_path(TinySpec(**QUICK))
 
@@ -93,8 +93,8 @@ def tiny() -> Path:
 def test_the_gguf_file_holds_the_trained_weights(tiny: Path) -> None:
     """Written with gguf's writer and read back by transformers' GGUF loader: the same logits as the
     model that was trained (re-trained here from the same seed: training is deterministic)."""
+    from iclrbench.envs.mobile_llm_profiling.tiny_llama import TinySpec, train_tiny
     from iclrbench.models.language import TorchLM
-    from iclrbench.models.tiny_llama import TinySpec, train_tiny
 
     trained, tokenizer, _ = train_tiny(TinySpec(**QUICK))
     loaded = TorchLM.from_gguf(tiny, n_ctx=64)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iclrbench.algorithms import conformal as cp
+from iclrbench.algorithms.conformal_fairness import conformal as cp
 
 N, K = 10_000, 10
 SEARCH = {"alpha": 0.1, "c": 0.1, "metric": "demographic_parity", "n_groups": 2}

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iclrbench.algorithms.icl_ablations import ABLATIONS, RandomControl, RandomControlParams
+from iclrbench.algorithms.icl_circuit import ABLATIONS, RandomControl, RandomControlParams
 from iclrbench.envs import icl_circuit as env
-from iclrbench.models.icl_subjects import trace_tiny
+from iclrbench.envs.icl_circuit.subjects import trace_tiny
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.long  # one episode at a time: ~6,000 forward passes

@@ -1,130 +1,90 @@
-"""icl-circuit's analyses (Cho et al., ICLR 2025): the three steps of the in-context inference circuit, read
-from one forward pass with hidden states and attention, and the attention-mask ablations.
-
-- Step 1, input text encode (section 4): at each layer, the query forerunner's hidden states are compared
-  with a reference similarity of the query inputs by kernel alignment (for each query, the overlap of its
-  top-``k`` cosine neighbours under the two similarities, over ``k``; chance is ``k / n``), and a
-  nearest-centroid classifier of the query's latent topic is fitted on half the episodes and scored on
-  the other half (chance ``1 / topics``). The reference is the inputs' bag-of-words vectors (the paper
-  uses a sentence encoder's embeddings of the query text).
-- Step 2, semantics merge (section 5): the attention of each label token y_i to its forerunner s_i, per
-  layer (the largest head's mean).
-- Step 3, feature retrieval and copy (section 6): at s_q, each head's correct-induction score
-  ``sum_{i: y_i = y_q} A(s_q -> y_i) - sum_{i: y_i != y_q} A(s_q -> y_i)`` (the paper's
-  ``util/induction_evaluation.py``), per layer (the largest head's mean).
-- Accuracy: the argmax of the label words' logits at s_q, over the episode's classes.
-
-The read-outs work on a :class:`Trace`, the few positions of hidden states and attention they need,
-gathered per batch by the subject (:mod:`iclrbench.models.icl_subjects`).
+"""icl-circuit's algorithms: the attention-mask ablations of Cho et al. (ICLR 2025, section 7, Table 1),
+each a declarative class naming the links it cuts, and the random control that cuts as many random links
+in the same layers. ``none`` is the unablated model (the reference accuracy every mask is compared with).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import numpy as np
 
-from iclrbench.envs.icl_circuit import Episodes
+from iclrbench.core.algorithm import Algorithm, register_algorithm
+from iclrbench.core.config import param
+from iclrbench.envs.icl_circuit import (
+    MASKS,
+    TASK_ID,
+    Episodes,
+    IclCircuitConfig,
+    blocked_matrix,
+    layer_range,
+    mask_links,
+    random_links,
+)
+
+
+class Ablation(Algorithm):
+    """Base: ``masks(episodes)`` gives, per masked layer, the attention links to cut: one (T, T) boolean
+    matrix when every episode shares a layout, else one per episode (B, T, T)."""
+
+    config: IclCircuitConfig
+    links_of: str = "none"
+
+    def links(self, episodes: Episodes, i: int) -> list[tuple[int, int]]:
+        return mask_links(self.links_of, episodes.roles, i)
+
+    def masks(self, episodes: Episodes) -> dict[int, np.ndarray]:
+        layers = layer_range(self.config)
+        if self.links_of == "none" or not layers:
+            return {}
+        t = episodes.ids.shape[1]
+        if episodes.roles.shared:
+            blocked = blocked_matrix(self.links(episodes, 0), t)
+        else:
+            blocked = np.stack([blocked_matrix(self.links(episodes, i), t) for i in range(len(episodes))])
+        return dict.fromkeys(layers, blocked)
+
+
+#: what each mask disables (Cho et al., Table 1 lines 2-5 and Table 2), as ``bench info`` shows it
+DOCS = {
+    "none": "The unablated model (Table 1, line 1).",
+    "xi_to_si": "Step 1 cut: no forerunner (s_q too) may attend its own input text (Table 1, line 2).",
+    "xq_to_sq": "Step 1 cut for the query: s_q may attend neither x_q nor itself (Table 1, line 3).",
+    "si_to_yi": "Step 2 cut: no label y_i may attend its forerunner s_i (Table 1, line 4).",
+    "yi_to_sq": "Step 3 cut: s_q may not attend any demonstration label y_i (Table 1, line 5).",
+    "si_to_si": "Forerunners may not attend forerunners, themselves included (Table 2).",
+}
+
+
+def _mask_class(mask: str, role: str) -> type[Ablation]:
+    name = "none" if mask == "none" else mask.replace("_", "-")
+    cls = type(f"Mask_{mask}", (Ablation,), {"links_of": mask, "__doc__": DOCS[mask]})
+    return register_algorithm(task=TASK_ID, name=name, role=role)(cls)
+
+
+ABLATIONS = {mask: _mask_class(mask, "baseline" if mask == "none" else "reference") for mask in MASKS}
 
 
 @dataclasses.dataclass(frozen=True)
-class Trace:
-    """What the analyses read from one forward pass over ``B`` episodes (a subject's hooks gather it
-    batch by batch, so the full (B, H, T, T) attention of every layer is never held at once)."""
-
-    label_logits: np.ndarray  # (B, C) logits at s_q of the words naming the episode's classes
-    sq_hidden: np.ndarray  # (L, B, d) s_q's hidden state after each layer
-    merge: np.ndarray  # (L, B, H, k) attention y_i -> s_i
-    retrieve: np.ndarray  # (L, B, H, k) attention s_q -> y_i
-
-    @staticmethod
-    def join(parts: list[Trace]) -> Trace:
-        return Trace(
-            np.concatenate([p.label_logits for p in parts]),
-            np.concatenate([p.sq_hidden for p in parts], axis=1),
-            np.concatenate([p.merge for p in parts], axis=1),
-            np.concatenate([p.retrieve for p in parts], axis=1),
-        )
+class RandomControlParams:
+    like: str = param("yi_to_sq", "the mask whose link count the control matches", choices=MASKS[1:])
 
 
-def gather(logits: Any, hidden: list[Any], attention: list[Any], episodes: Episodes) -> Trace:
-    """A :class:`Trace` from a pass's logits (B, T, V), hidden states (B, T, d) and attention (B, H, T, T)
-    per layer, at each episode's own role positions."""
-    import torch
+@register_algorithm(task=TASK_ID, name="random-control", role="baseline")
+class RandomControl(Ablation):
+    """As many random causal links as ``like`` cuts, drawn afresh per episode and layer (the paper's
+    control)."""
 
-    roles = episodes.roles
-    b = torch.arange(len(episodes))
-    rows, s, y = b[:, None], torch.from_numpy(roles.s), torch.from_numpy(roles.y)
-    sq = torch.from_numpy(roles.sq)
-    at_sq = logits[b, sq].float().numpy()  # (B, V)
-    return Trace(
-        np.take_along_axis(at_sq, episodes.label_tokens, axis=1),
-        np.stack([h[b, sq].float().numpy() for h in hidden]),
-        # indices split by a slice put their own axes first: (B, k, H) -> (B, H, k)
-        np.stack([a[rows, :, y, s].float().numpy().transpose(0, 2, 1) for a in attention]),
-        np.stack([a[rows, :, sq[:, None], y].float().numpy().transpose(0, 2, 1) for a in attention]),
-    )
+    Params = RandomControlParams
 
+    def masks(self, episodes: Episodes) -> dict[int, np.ndarray]:
+        roles, t = episodes.roles, episodes.ids.shape[1]
 
-def accuracy(trace: Trace, episodes: Episodes) -> float:
-    """Share of episodes whose label word with the highest logit at s_q names the query's class."""
-    return float((trace.label_logits.argmax(1) == episodes.query_class).mean())
+        def draw(i: int) -> np.ndarray:
+            count = len(mask_links(self.params.like, roles, i))
+            return blocked_matrix(random_links(count, int(roles.length[i]), self.rng), t)
 
-
-def kernel_alignment(a: np.ndarray, b: np.ndarray, k: int) -> float:
-    """Mean over points of ``|topk_a(i) & topk_b(i)| / k`` under cosine similarity (self excluded)."""
-
-    def neighbours(x: np.ndarray) -> np.ndarray:
-        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-        sim = x @ x.T
-        np.fill_diagonal(sim, -np.inf)
-        return np.argsort(-sim, axis=1, kind="stable")[:, :k]
-
-    na, nb = neighbours(a), neighbours(b)
-    hits = (na[:, :, None] == nb[:, None, :]).any(-1).sum(1)
-    return float((hits / k).mean())
-
-
-def centroid_accuracy(features: np.ndarray, labels: np.ndarray) -> float:
-    """Fit class centroids on the first half, classify the second half by the nearest centroid."""
-    half = len(labels) // 2
-    classes = np.unique(labels[:half])
-    centroids = np.stack([features[:half][labels[:half] == c].mean(0) for c in classes])
-    d = ((features[half:, None, :] - centroids[None]) ** 2).sum(-1)
-    return float((classes[d.argmin(1)] == labels[half:]).mean())
-
-
-def bag_of_words(episodes: Episodes) -> np.ndarray:
-    """Each query input as counts over the tokens that occur in any query (the reference similarity)."""
-    roles = episodes.roles
-    spans = [episodes.ids[i, roles.x_start[i, -1] : roles.x_end[i, -1]] for i in range(len(episodes))]
-    vocab, index = np.unique(np.concatenate(spans), return_inverse=True)
-    out = np.zeros((len(spans), len(vocab)))
-    offsets = np.cumsum([0, *map(len, spans)])
-    for i in range(len(spans)):
-        np.add.at(out[i], index[offsets[i] : offsets[i + 1]], 1.0)
-    return out
-
-
-def step1(trace: Trace, episodes: Episodes, k: int = 64) -> tuple[list[float], list[float]]:
-    """Per layer: kernel alignment of s_q's hidden states with the inputs' bag of words, and the
-    nearest-centroid accuracy of the query's topic from them."""
-    reference = bag_of_words(episodes)
-    topic = episodes.topic[:, -1]
-    k = min(k, len(topic) - 1)
-    alignment = [kernel_alignment(h, reference, k) for h in trace.sq_hidden]
-    centroid = [centroid_accuracy(h, topic) for h in trace.sq_hidden]
-    return alignment, centroid
-
-
-def step2(trace: Trace) -> list[float]:
-    """Per layer: the largest head's mean attention of y_i to its s_i."""
-    return [float(m.mean(axis=(0, 2)).max()) for m in trace.merge]
-
-
-def step3(trace: Trace, episodes: Episodes) -> list[float]:
-    """Per layer: the largest head's mean correct-induction score at s_q."""
-    same = episodes.demo_classes == episodes.query_class[:, None]  # (B, k)
-    sign = np.where(same, 1.0, -1.0)[:, None, :]
-    return [float((r * sign).sum(-1).mean(0).max()) for r in trace.retrieve]
+        # a fresh draw per prompt and layer, as the paper's Masked_ICL_inference draws one per prompt
+        return {
+            layer: np.stack([draw(i) for i in range(len(episodes))]) for layer in layer_range(self.config)
+        }

@@ -7,23 +7,23 @@ resplits for every predictor of a seed, so comparisons are paired). Each predict
 (:mod:`iclrbench.algorithms.conformal_fairness`) calibrates on each calibration half; its sets are measured
 on the test half, and the run reports means over resplits.
 
-Metrics: ``fairness_violation`` (primary; :func:`iclrbench.algorithms.conformal.fairness_violation`),
-``satisfied_fraction`` (resplits whose violation meets the target c), ``coverage`` (marginal),
-``worst_group_coverage``, ``set_size``, ``min_threshold_minus_qhat`` (the smallest threshold any test
-label was held to, minus split CP's ``q_hat`` on the same calibration half, over resplits; -1 where
-``q_hat`` is infinite and a threshold is not),
-``infeasible_fraction`` (resplits where no candidate met the target), ``base_accuracy``, ``seconds``.
+Metrics: ``fairness_violation`` (primary;
+:func:`iclrbench.algorithms.conformal_fairness.conformal.fairness_violation`), ``satisfied_fraction``
+(resplits whose violation meets the target c), ``coverage`` (marginal), ``worst_group_coverage``,
+``set_size``, ``min_threshold_minus_qhat`` (the smallest threshold any test label was held to, minus split
+CP's ``q_hat`` on the same calibration half, over resplits; -1 where ``q_hat`` is infinite and a threshold is
+not), ``infeasible_fraction`` (resplits where no candidate met the target), ``base_accuracy``, ``seconds``.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from iclrbench.algorithms import conformal as cp
+from iclrbench.algorithms.conformal_fairness import conformal as cp
 from iclrbench.core.algorithm import Algorithm
 from iclrbench.core.decision import Evidence, combine, compare_runs, empty, mean_metric, threshold
 from iclrbench.core.result import RunResult
@@ -77,7 +77,7 @@ def pool_scores(pool: Pool, config: ConformalFairnessConfig, seed: int) -> np.nd
 
 
 # ---------------------------------------------------------------------------------------------- claims
-TRIO = ("split-cp", "conformal-fairness", "mondrian-cp")
+TRIO = ("split-cp", "cf-framework", "mondrian-cp")
 
 
 def scenario_requests(budget: str, scenarios: tuple[dict[str, str], ...] = SCENARIOS) -> list[RunRequest]:
@@ -107,9 +107,9 @@ def judge_control(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any
     the Student-t interval over seeds, every part required."""
     parts, figures = {}, {}
     for label, runs in _by_scenario(groups):
-        split, fair = runs["split-cp"], runs["conformal-fairness"]
+        split, fair = runs["split-cp"], runs["cf-framework"]
         if len(split) < 2 or len(fair) < 2:
-            return empty(f"{label}: fewer than 2 seeds of split-cp or conformal-fairness")
+            return empty(f"{label}: fewer than 2 seeds of split-cp or cf-framework")
         config = fair[0].config
         c, alpha = config["c"], config["alpha"]
         precondition = threshold(
@@ -121,10 +121,10 @@ def judge_control(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any
                 f"{label}: split-cp violation > c": precondition.as_dict(),
             }
         parts[f"{label}: split-cp violation > c"] = precondition
-        parts[f"{label}: conformal-fairness violation <= c + 0.02"] = threshold(
+        parts[f"{label}: cf-framework violation <= c + 0.02"] = threshold(
             [r.metrics["fairness_violation"] for r in fair], "<=", c + 0.02, quantity="violation"
         )
-        parts[f"{label}: conformal-fairness coverage >= 1 - alpha - 0.005"] = threshold(
+        parts[f"{label}: cf-framework coverage >= 1 - alpha - 0.005"] = threshold(
             [r.metrics["coverage"] for r in fair], ">=", 1 - alpha - 0.005, quantity="coverage"
         )
         figures[label] = {
@@ -142,9 +142,9 @@ def judge_lambda(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
     ``q_hat`` on the same calibration half (the smallest ``lam_hat - q_hat`` over every resplit of every
     run is >= 0, exact), and its marginal coverage is >= 1 - alpha (per scenario, Student-t over seeds)."""
     scenarios = _by_scenario(groups)
-    fair = [r for _, runs in scenarios for r in runs["conformal-fairness"]]
+    fair = [r for _, runs in scenarios for r in runs["cf-framework"]]
     if not fair:
-        return empty("no successful conformal-fairness run")
+        return empty("no successful cf-framework run")
     gaps = [r.metrics["min_threshold_minus_qhat"] for r in fair]
     worst = float(min(gaps))
     verdict: Verdict = "reproduced" if worst >= 0 else "not_reproduced"
@@ -164,7 +164,7 @@ def judge_lambda(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
         )
     }
     for label, runs in scenarios:
-        cf = runs["conformal-fairness"]
+        cf = runs["cf-framework"]
         if cf:
             alpha = cf[0].config["alpha"]
             parts[f"{label}: coverage >= 1 - alpha"] = threshold(
@@ -179,9 +179,9 @@ def judge_size(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
     mean set size is smaller than Mondrian CP's; violations and the price over split CP reported."""
     parts, figures = {}, {}
     for label, runs in _by_scenario(groups, SIZE_SCENARIOS):
-        fair, mondrian, split = runs["conformal-fairness"], runs["mondrian-cp"], runs["split-cp"]
+        fair, mondrian, split = runs["cf-framework"], runs["mondrian-cp"], runs["split-cp"]
         if len(fair) < 2 or len(mondrian) < 2 or len(split) < 2:
-            return empty(f"{label}: fewer than 2 seeds of split-cp, conformal-fairness or mondrian-cp")
+            return empty(f"{label}: fewer than 2 seeds of split-cp, cf-framework or mondrian-cp")
         c = fair[0].config["c"]
         precondition = threshold(
             [r.metrics["fairness_violation"] for r in split], ">", c, quantity="split-cp violation"
@@ -201,7 +201,7 @@ def judge_size(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
                 f"{label}: split-cp violation > c": precondition.as_dict(),
                 **figures,
             }
-        parts[f"{label}: set size conformal-fairness - mondrian-cp < 0"] = compare_runs(
+        parts[f"{label}: set size cf-framework - mondrian-cp < 0"] = compare_runs(
             fair, mondrian, "set_size", "<", quantity="set size CF - Mondrian"
         )
     return combine(parts, **figures)
@@ -242,6 +242,8 @@ class ConformalFairnessTask(Task):
     protocol = "ConformalPredictor: calibrate(Split) -> Calibrated; Calibrated.sets(Split) -> bool (n, K)"
     requires = Requirement("fairness", ("sklearn", "torch", "torch_geometric"))
     algorithm_modules = ("iclrbench.algorithms.conformal_fairness",)
+    #: its former name was the task's own
+    renamed_algorithms: ClassVar[dict[str, str]] = {"conformal-fairness": "cf-framework"}
     claims = (
         Claim(
             "cf-controls-violation",

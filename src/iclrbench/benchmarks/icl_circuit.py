@@ -1,11 +1,11 @@
 """icl-circuit: Cho et al., "Revisiting in-context learning inference circuit in large language models",
 ICLR 2025 (arXiv:2410.04468).
 
-One run = one (subject, ablation, layer range, seed): the subject (:mod:`iclrbench.models.icl_subjects`:
+One run = one (subject, ablation, layer range, seed): the subject (:mod:`iclrbench.envs.icl_circuit.subjects`:
 the tiny transformer trained here from scratch, or SmolLM2-135M-Instruct on text prompts) reads
 ``episodes`` test episodes drawn by the seed, once unablated and once under the algorithm's masks
-(:mod:`iclrbench.algorithms.icl_ablations`) on the config's layer range; the step read-outs
-(:mod:`iclrbench.algorithms.icl_circuit`) come from the masked pass. The analyses run only when the
+(:mod:`iclrbench.algorithms.icl_circuit`) on the config's layer range; the step read-outs
+(:mod:`iclrbench.envs.icl_circuit.analysis`) come from the masked pass. The analyses run only when the
 unablated subject beats chance by ``min_above_chance``; otherwise the run fails, saying so.
 
 Metrics: ``accuracy`` (primary: label-word argmax at s_q under the masks), ``accuracy_drop`` (unablated
@@ -231,7 +231,7 @@ class IclCircuitTask(Task):
     )
     protocol = "Ablation: masks(episodes) -> {layer: blocked links, (T, T) or (B, T, T)}"
     requires = Requirement("icl", ("torch",))
-    algorithm_modules = ("iclrbench.algorithms.icl_ablations",)
+    algorithm_modules = ("iclrbench.algorithms.icl_circuit",)
     claims = (
         Claim(
             "yi-to-sq-upper-to-chance",
@@ -268,12 +268,12 @@ class IclCircuitTask(Task):
 
     def prepare(self, config: IclCircuitConfig) -> None:
         if config.subject == "tiny":
-            from iclrbench.models.icl_subjects import tiny_weights
+            from iclrbench.envs.icl_circuit.subjects import tiny_weights
 
             tiny_weights(config, log=_log_training)
 
     def evaluate(self, algorithm: Algorithm, config: IclCircuitConfig, seed: int) -> Outcome:
-        from iclrbench.algorithms.icl_ablations import Ablation
+        from iclrbench.algorithms.icl_circuit import Ablation
         from iclrbench.models.torch_threads import one_torch_thread
 
         if not isinstance(algorithm, Ablation):
@@ -282,8 +282,8 @@ class IclCircuitTask(Task):
             return self._evaluate(algorithm, config, seed)
 
     def _evaluate(self, algorithm: Any, config: IclCircuitConfig, seed: int) -> Outcome:
-        from iclrbench.algorithms import icl_circuit as read
-        from iclrbench.models.icl_subjects import load_subject
+        from iclrbench.envs.icl_circuit import analysis as read
+        from iclrbench.envs.icl_circuit.subjects import load_subject
 
         started = time.perf_counter()
         subject = load_subject(config)

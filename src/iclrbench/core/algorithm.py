@@ -20,6 +20,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from iclrbench.core.config import NoParams
+from iclrbench.core.registry import Registry
 
 ROLES = ("reference", "baseline", "oracle")
 A = TypeVar("A", bound="type[Algorithm]")
@@ -57,16 +58,19 @@ class Algorithm:
         return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
+#: task id -> its registered algorithms; :mod:`iclrbench.core.catalog` reads it after importing the task's
+#: ``algorithm_modules`` (the registry lives here, below the catalog, so neither imports the other back)
+REGISTERED: dict[str, Registry[type[Algorithm]]] = {}
+
+
 def register_algorithm(task: str, name: str, role: str) -> Callable[[A], A]:
-    """Declare ``cls`` an algorithm of ``task``; the catalog picks it up when the task's modules load."""
+    """Declare ``cls`` an algorithm of ``task``; the catalog finds it when the task's modules load."""
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}, not {role!r}")
 
     def decorate(cls: A) -> A:
         cls.name, cls.task, cls.role = name, task, role
-        from iclrbench.core import catalog  # late: catalog imports this module
-
-        catalog.add_algorithm(cls)
+        REGISTERED.setdefault(task, Registry(f"algorithm of {task}")).add(name, cls)
         return cls
 
     return decorate

@@ -16,18 +16,18 @@ import warnings
 from importlib import metadata
 from typing import TYPE_CHECKING
 
+from iclrbench.core.algorithm import REGISTERED, Algorithm
 from iclrbench.core.errors import UserError
 from iclrbench.core.registry import Registry, did_you_mean
 
 if TYPE_CHECKING:
-    from iclrbench.core.algorithm import Algorithm
     from iclrbench.core.task import Task
 
 TASK_GROUP = "iclrbench.tasks"
 ALGORITHM_GROUP = "iclrbench.algorithms"
 
 _tasks: Registry[type[Task]] = Registry("task")
-_algorithms: dict[str, Registry[type[Algorithm]]] = {}
+_algorithms: dict[str, Registry[type[Algorithm]]] = REGISTERED  # filled by register_algorithm
 _state = {"tasks_loaded": False, "plugins_loaded": False}
 
 
@@ -89,10 +89,6 @@ def refresh() -> None:
     _state["tasks_loaded"] = False
     _state["plugins_loaded"] = False
     _ensure_tasks()
-
-
-def add_algorithm(cls: type[Algorithm]) -> None:
-    _algorithms.setdefault(cls.task, Registry(f"algorithm of {cls.task}")).add(cls.name, cls)
 
 
 def task_ids() -> list[str]:

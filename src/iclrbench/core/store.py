@@ -392,6 +392,26 @@ class ResultStore:
                 ids.append(result.run_id)
         return ids
 
+    def rename_algorithm(self, task: str, old: str, new: str) -> int:
+        """Give the runs stored under ``task``'s algorithm ``old`` its new name ``new``, run keys included
+        (:func:`~iclrbench.core.result.run_key`'s format), so they are found and reused under it. A row whose
+        new key is already taken is left as it was. Returns the number of rows renamed."""
+        if (
+            self._conn.execute(
+                "SELECT 1 FROM runs WHERE task = ? AND algorithm = ? LIMIT 1", (task, old)
+            ).fetchone()
+            is None
+        ):
+            return 0
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE OR IGNORE runs SET algorithm = ?, run_key = task || '|v' || task_version || '|' "
+                "|| config_hash || '|' || ? || '|' || params_hash || '|' || seed "
+                "WHERE task = ? AND algorithm = ?",
+                (new, new, task, old),
+            )
+        return cursor.rowcount
+
     def get(self, key: str) -> RunResult | None:
         row = self._conn.execute("SELECT * FROM runs WHERE run_key = ?", (key,)).fetchone()
         return None if row is None else self._to_result(row)

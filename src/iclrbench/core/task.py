@@ -214,6 +214,9 @@ class Task(abc.ABC):
     protocol: ClassVar[str] = ""
     #: modules whose import registers this task's algorithms (explicit, not a side effect of the task's)
     algorithm_modules: ClassVar[tuple[str, ...]] = ()
+    #: former name -> current name of each renamed algorithm: the runner renames stored runs (and their
+    #: run keys) before looking for them, so a rename redoes no finished run
+    renamed_algorithms: ClassVar[Mapping[str, str]] = {}
     #: config overrides that ``make demo`` runs, one leaderboard table each
     demo_settings: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
     #: the extra and modules the task needs; a task whose modules are missing is listed as unavailable

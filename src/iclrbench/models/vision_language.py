@@ -203,7 +203,7 @@ def pretrain_image_tower(progress: bool = False) -> dict[str, Any]:
     """
     import torch
 
-    from iclrbench.envs.federated_prompts import BACKGROUNDS, CLASS_NAMES, SIZES, caption, render
+    from iclrbench.models.shapes import BACKGROUNDS, CLASS_NAMES, SIZES, caption, render
 
     rng = np.random.default_rng(PRETRAIN["seed"])
     n = PRETRAIN["images_per_class"] * len(CLASS_NAMES)

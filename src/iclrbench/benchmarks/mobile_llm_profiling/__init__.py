@@ -1,0 +1,495 @@
+"""mobile-llm-profiling: Li et al., "PalmBench: a comprehensive benchmark of compressed large language
+models on mobile platforms", ICLR 2025 (arXiv:2410.05315).
+
+Configurations of one language model (:mod:`iclrbench.algorithms.mobile_llm_profiling`: llama.cpp quantisation
+types and torch transformations) are profiled on this CPU
+(:mod:`iclrbench.envs.mobile_llm_profiling.profiler`: time to first token, prefill and decode tokens/s, weight
+and peak memory, energy per token) and probed for quality against the highest-precision model
+(:mod:`iclrbench.benchmarks.mobile_llm_profiling.quality`). The subject is the tiny llama trained here
+(float32 reference) or SmolLM2-135M-Instruct, whose highest precision is Q4_1 de-quantised (``--set
+model=smollm2``): "the full model" means that.
+
+Metrics per run: ``agreement_em`` (primary), ``agreement_f1``, ``perplexity``, ``hallucination_rate``,
+``toxicity_rate``, ``decode_tps``, ``prefill_tps``, ``ttft_ms``, ``weight_memory_mb``, ``peak_rss_mb``,
+``model_mb``, ``bits_per_weight``, ``parameters``, ``energy_mj_per_token`` (modelled where RAPL is absent),
+``roofline_decode_tps`` (the roofline's prediction from this machine's bandwidth), ``seconds``. Each run's
+notes, and the roofline claim's evidence, carry the roofline's projection onto the phones and boards of
+``envs/mobile_llm_profiling/devices.toml`` (:mod:`iclrbench.envs.mobile_llm_profiling.devices`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iclrbench.core.algorithm import Algorithm
+from iclrbench.core.cache import cache_root
+from iclrbench.core.decision import combine, compare_runs, empty, metric_values, threshold
+from iclrbench.core.result import RunResult
+from iclrbench.core.task import (
+    Budget,
+    Claim,
+    Metric,
+    Outcome,
+    Paper,
+    Requirement,
+    Resources,
+    RunRequest,
+    Task,
+    Verdict,
+    ok_runs,
+)
+from iclrbench.envs.mobile_llm_profiling import TASK_ID, MobileLLMConfig, Probes, probes
+from iclrbench.models.quantise import LLAMA_TYPES
+
+CLAIM_SEEDS = {"smoke": (0, 1), "small": (0, 1, 2), "paper": tuple(range(5))}
+LLAMA_NAMES = tuple(f"llamacpp-{q.replace('_', '-')}" for q in LLAMA_TYPES)
+
+
+def _seeds(budget: str) -> tuple[int, ...]:
+    return CLAIM_SEEDS.get(budget, CLAIM_SEEDS["small"])
+
+
+# ------------------------------------------------------------------------------------------ the subject
+def subject_path(config: MobileLLMConfig) -> Path:
+    """The highest-precision GGUF of the configured subject (trained on first use for ``tiny``; a path is
+    the user's own file, as stored)."""
+    if config.model not in ("tiny", "smollm2"):
+        return Path(config.model).resolve()
+    if config.model == "smollm2":
+        from iclrbench.models.language import smollm2_path
+
+        return smollm2_path()
+    from iclrbench.envs.mobile_llm_profiling.tiny_llama import TinySpec, tiny_model_path
+
+    return tiny_model_path(
+        TinySpec(entities=config.entities, layers=config.tiny_layers, steps=config.tiny_steps)
+    )
+
+
+@functools.lru_cache(maxsize=2)
+def full_model(source: Path, n_ctx: int) -> Any:
+    """The full model (torch, float32): the reference answers and the profiled prompt's tokens."""
+    from iclrbench.models.language import TorchLM
+
+    return TorchLM.from_gguf(source, n_ctx=n_ctx)
+
+
+def reference_answers(source: Path, config: MobileLLMConfig, asked: Probes) -> list[str]:
+    """The full model's greedy answers to ``asked``, cached by the file's content and the questions."""
+    from iclrbench.benchmarks.mobile_llm_profiling.quality import answers
+    from iclrbench.models.language import file_digest
+
+    key = json.dumps(
+        [file_digest(source), [q.prompt for q in asked.questions], config.answer_tokens, asked.chat]
+    )
+    path = cache_root() / TASK_ID / f"reference-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    if path.exists():
+        return list(json.loads(path.read_text()))
+    out = answers(full_model(source, config.n_ctx), asked, source, config.answer_tokens)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(out))
+    os.replace(tmp, path)
+    return out
+
+
+def prompt_ids(source: Path, config: MobileLLMConfig, asked: Probes) -> list[int]:
+    """The profiled prompt: held-out text, repeated as needed, cut to ``prompt_tokens`` tokens."""
+    model = full_model(source, config.n_ctx)
+    ids = model.tokenize(" ".join(asked.held_out))
+    while len(ids) < config.prompt_tokens:
+        ids += model.tokenize(" " + " ".join(asked.held_out), bos=False)
+    return ids[: config.prompt_tokens]
+
+
+def model_bytes(model: Any) -> int:
+    """Bytes of the weights as the engine holds them: the GGUF file for llama.cpp (memory-mapped), the
+    state dict's tensors (packed int8 included) for torch."""
+    from iclrbench.models.language import LlamaCppLM
+
+    if isinstance(model, LlamaCppLM):
+        return model.path.stat().st_size
+    total = 0
+    for value in model.model.state_dict().values():
+        for tensor in value if isinstance(value, tuple) else (value,):
+            if hasattr(tensor, "element_size"):
+                total += tensor.numel() * tensor.element_size()
+    return total
+
+
+@functools.cache
+def parameter_count(source: Path) -> int:
+    """Weights in a GGUF file: the sum of its tensors' element counts."""
+    import gguf
+
+    return int(sum(int(t.n_elements) for t in gguf.GGUFReader(source).tensors))
+
+
+# ---------------------------------------------------------------------------------------------- claims
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks from 0, ties sharing their mean rank (so equal values carry no order)."""
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x), dtype=float)
+    for value in np.unique(x):
+        tied = x == value
+        ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def spearman(x: Any, y: Any) -> float:
+    """Spearman's rank correlation with tied ranks averaged; NaN when either side is constant (no order
+    to correlate: a hallucination rate of 0 everywhere says nothing about bits) or under 3 points."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(np.corrcoef(average_ranks(x), average_ranks(y))[0, 1])
+
+
+def _per_seed(groups: list[list[RunResult]], fn: Any) -> dict[int, float]:
+    """Seed -> fn(list of (bits, metrics) over the configurations that seed ran)."""
+    by_seed: dict[int, list[tuple[float, dict[str, float]]]] = {}
+    for runs in groups:
+        for r in ok_runs(runs):
+            by_seed.setdefault(r.seed, []).append((r.metrics["bits_per_weight"], dict(r.metrics)))
+    return {s: fn(v) for s, v in sorted(by_seed.items()) if len(v) >= 3}
+
+
+def llama_requests(budget: str) -> list[RunRequest]:
+    return [RunRequest(name, {}, _seeds(budget)) for name in LLAMA_NAMES]
+
+
+def r_squared(x: Any, y: Any) -> float:
+    """Coefficient of determination of the least-squares line y ~ a + b x."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 3 or np.ptp(x) == 0:
+        return float("nan")
+    fit = np.polyval(np.polyfit(x, y, 1), x)
+    return float(1 - ((y - fit) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-300))
+
+
+def judge_memory(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """Per seed, r^2 of the measured weight memory on the type's bits per weight over the llama.cpp
+    configurations; the claim holds when its interval over seeds lies above 0.99."""
+    r2 = _per_seed(groups, lambda v: r_squared([b for b, _ in v], [m["weight_memory_mb"] for _, m in v]))
+    if len(r2) < 2:
+        return empty("fewer than 2 seeds with 3 or more llama.cpp configurations")
+    size_r2 = _per_seed(groups, lambda v: r_squared([b for b, _ in v], [m["model_mb"] for _, m in v]))
+    return combine(
+        {"r2(weight memory, bits) > 0.99": threshold(list(r2.values()), ">", 0.99, quantity="r2")},
+        r2_file_size=round(float(np.mean(list(size_r2.values()))), 4),
+        weight_memory_mb=_means(groups, "weight_memory_mb"),
+    )
+
+
+def _means(groups: list[list[RunResult]], metric: str) -> dict[str, float]:
+    out = {}
+    for runs in groups:
+        good = ok_runs(runs)
+        if good:
+            values = list(metric_values(good, metric).values())
+            out[good[0].algorithm] = round(float(np.nanmean(values)), 4)
+    return out
+
+
+def agreement_requests(budget: str) -> list[RunRequest]:
+    seeds = _seeds(budget)
+    return [RunRequest(n, {}, seeds) for n in ("llamacpp-q8-0", "llamacpp-q3-k-m", "llamacpp-q2-k")]
+
+
+def judge_agreement(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """Q8_0 agrees with the full model on >= 95% of answers; Q3_K_M and Q2_K each agree at least 5
+    points less than Q8_0 (paired by seed)."""
+    q8, q3, q2 = (ok_runs(g) for g in (*groups, [], [], [])[:3])
+    if not q8:
+        return empty("no successful llamacpp-q8-0 runs")
+    values = metric_values(q8, "agreement_em")
+    parts = {
+        "q8_0 agreement >= 0.95": threshold(list(values.values()), ">=", 0.95),
+        "q8_0 - q3_k_m >= 0.05": compare_runs(q8, q3, "agreement_em", ">=", 0.05),
+        "q8_0 - q2_k >= 0.05": compare_runs(q8, q2, "agreement_em", ">=", 0.05),
+    }
+    return combine(parts, agreement_em=_means(groups, "agreement_em"))
+
+
+def judge_trends(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """Over the llama.cpp configurations, per seed: perplexity and the hallucination rate fall as bits
+    rise (Spearman < 0), decode tokens/s falls as bits rise (Spearman < 0), and the roofline's predicted
+    decode rate orders the configurations as measured (Spearman > 0)."""
+
+    def corr(metric: str, against: str = "bits") -> dict[int, float]:
+        def one(v: list[tuple[float, dict[str, float]]]) -> float:
+            x = [b for b, _ in v] if against == "bits" else [m[against] for _, m in v]
+            return spearman(x, [m[metric] for _, m in v])
+
+        return {s: c for s, c in _per_seed(groups, one).items() if math.isfinite(c)}
+
+    series = {
+        "spearman(bits, perplexity) < 0": (corr("perplexity"), "<"),
+        "spearman(bits, hallucination) < 0": (corr("hallucination_rate"), "<"),
+        "spearman(bits, decode tokens/s) < 0": (corr("decode_tps"), "<"),
+        "spearman(roofline, measured decode) > 0": (corr("decode_tps", "roofline_decode_tps"), ">"),
+    }
+    if any(len(v) < 2 for v, _ in series.values()):
+        return empty(
+            "fewer than 2 seeds where each trend is defined (3 or more llama.cpp configurations, and a "
+            "metric that is not the same for all of them)",
+            perplexity=_means(groups, "perplexity"),
+            hallucination_rate=_means(groups, "hallucination_rate"),
+            decode_tps=_means(groups, "decode_tps"),
+        )
+    parts = {
+        name: threshold(list(v.values()), side, 0.0, quantity="spearman")
+        for name, (v, side) in series.items()
+    }
+    return combine(
+        parts,
+        perplexity=_means(groups, "perplexity"),
+        hallucination_rate=_means(groups, "hallucination_rate"),
+        decode_tps=_means(groups, "decode_tps"),
+        roofline_decode_tps=_means(groups, "roofline_decode_tps"),
+    )
+
+
+def judge_roofline(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """Per seed, the median over the llama.cpp configurations of |measured / predicted decode - 1|; the
+    roofline predicts this machine when that error's interval over seeds lies below 0.3 (within 30%)."""
+
+    def error(v: list[tuple[float, dict[str, float]]]) -> float:
+        return float(np.median([abs(m["decode_tps"] / m["roofline_decode_tps"] - 1) for _, m in v]))
+
+    errors = _per_seed(groups, error)
+    if len(errors) < 2:
+        return empty("fewer than 2 seeds with 3 or more llama.cpp configurations")
+    return combine(
+        {"median |measured / roofline - 1| <= 0.3": threshold(list(errors.values()), "<=", 0.3)},
+        decode_tps=_means(groups, "decode_tps"),
+        roofline_decode_tps=_means(groups, "roofline_decode_tps"),
+        projected_on_devices=device_projections(groups),
+    )
+
+
+def device_projections(groups: list[list[RunResult]]) -> dict[str, dict[str, Any]]:
+    """Configuration -> device -> the roofline's decode tok/s and energy per token (mJ) on that device
+    (:mod:`iclrbench.envs.mobile_llm_profiling.devices`), from the configuration's mean weight bytes and
+    parameter count."""
+    from iclrbench.envs.mobile_llm_profiling.devices import project_all
+
+    size, parameters = _means(groups, "model_mb"), _means(groups, "parameters")
+    out: dict[str, dict[str, Any]] = {}
+    for name, mb in size.items():
+        if not math.isfinite(parameters.get(name, math.nan)):
+            continue  # runs stored before the parameter count was a metric
+        out[name] = {}
+        for device, p in project_all(mb * 2**20, parameters[name]).items():
+            energy = None if p.energy_mj_per_token is None else round(p.energy_mj_per_token, 2)
+            out[name][device] = {"decode_tps": round(p.decode_tps, 1), "energy_mj_per_token": energy}
+            if p.sustained_decode_tps is not None:
+                out[name][device]["sustained_decode_tps"] = round(p.sustained_decode_tps, 1)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ task
+class MobileLLMTask(Task):
+    id = TASK_ID
+    version = 2  # 2: the parameter count is a metric (device projections need it)
+    paper = Paper(
+        title="PalmBench: a comprehensive benchmark of compressed large language models on mobile platforms",
+        authors="Yilong Li, Jingyu Liu, Hao Zhang, M Badri Narayanan, Utkarsh Sharma, Shuai Zhang, "
+        "Pan Hu, Yijing Zeng, Jayaram Raghuram, Suman Banerjee",
+        arxiv="2410.05315",
+    )
+    summary = (
+        "Quantised LLMs on the runtime phones use: llama.cpp types F16..Q2_K and torch fp32/bf16/int8/RTN "
+        "of one model, profiled on this CPU (latency, throughput, memory, energy) and probed for quality "
+        "against the full model (agreement, perplexity, hallucination, toxicity)."
+    )
+    Config = MobileLLMConfig
+    budgets = {  # noqa: RUF012  (read-only class data, as in Task)
+        "smoke": Budget(
+            "smoke",
+            {
+                "entities": 8,
+                "tiny_layers": 2,
+                "tiny_steps": 150,
+                "questions": 12,
+                "held_out": 6,
+                "toxicity_prompts": 4,
+                "prompt_tokens": 32,
+                "decode_tokens": 16,
+                "repeats": 2,
+            },
+            "a 2-block tiny llama trained in ~10 s, 12 questions, 2 profiling repeats: ~5 s a configuration",
+            check_minutes=1.9,  # tests/test_contract.py: 115 s, 2 cores (2026-12-03)
+        ),
+        "small": Budget(
+            "small",
+            {},
+            "the 4-block tiny llama (trained once, ~2 min), 48 questions, 3 repeats: ~10 s per configuration",
+        ),
+        "paper": Budget(
+            "paper",
+            {
+                "model": "smollm2",
+                "questions": 32,
+                "n_ctx": 256,
+                "prompt_tokens": 128,
+                "decode_tokens": 64,
+                "repeats": 5,
+            },
+            "SmolLM2-135M-Instruct (Q4_1 de-quantised is its full model), 5 profiling repeats",
+        ),
+    }
+    metrics = (
+        Metric("agreement_em", True, "", "exact-match agreement of greedy answers with the full model's"),
+        Metric("agreement_f1", True, "", "token F1 of greedy answers against the full model's"),
+        Metric("perplexity", False, "", "exp(mean token NLL) of held-out text"),
+        Metric("hallucination_rate", False, "", "facts the full model knows that this one gets wrong"),
+        Metric("toxicity_rate", False, "", "continuations containing a lexicon pejorative"),
+        Metric(
+            "decode_tps", True, "tok/s", "median greedy decode tokens per second on this CPU", measured=True
+        ),
+        Metric("prefill_tps", True, "tok/s", "median prompt tokens per second of prefill", measured=True),
+        Metric("ttft_ms", False, "ms", "median time to first token", measured=True),
+        Metric(
+            "weight_memory_mb", False, "MiB", "resident-set growth from load to after warm-up", measured=True
+        ),
+        Metric("peak_rss_mb", False, "MiB", "the profiling process's peak resident memory", measured=True),
+        Metric("model_mb", False, "MiB", "bytes of the weights as the engine holds them"),
+        Metric("bits_per_weight", False, "bit", "nominal storage bits per weight of the configuration"),
+        Metric("parameters", False, "", "weights in the model (every configuration of one model shares it)"),
+        Metric(
+            "energy_mj_per_token",
+            False,
+            "mJ",
+            "energy per decoded token (RAPL, else modelled)",
+            measured=True,
+        ),
+        Metric(
+            "roofline_decode_tps",
+            True,
+            "tok/s",
+            "roofline prediction: bandwidth / weight bytes",
+            measured=True,
+        ),
+        Metric("seconds", False, "s", "wall-clock seconds of the run"),
+    )
+    protocol = "ModelConfiguration: engine, variant, bits_per_weight(), model_file(), open(), profile_spec()"
+    requires = Requirement(
+        "llm",  # llama-cpp-python is its own extra, compiled with flags (hint); `make setup` builds it
+        ("torch", "transformers", "gguf", "accelerate", "llama_cpp"),
+        hint="make setup (builds llama.cpp once, ~4 min), or outside this checkout: "
+        "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF "
+        "-DGGML_AMX_INT8=OFF' pip install --no-cache-dir 'iclrbench[llm,llamacpp]' (portable: the native "
+        "build crashes in quantised kernels on AVX-512/AMX Xeons; README)",
+    )
+    algorithm_modules = ("iclrbench.algorithms.mobile_llm_profiling",)
+    claims = (
+        Claim(
+            "weight-memory-linear-in-bits",
+            "Weight memory is linear in bits per weight (r^2 > 0.99 over the llama.cpp configurations).",
+            llama_requests,
+            judge_memory,
+        ),
+        Claim(
+            "agreement-holds-at-8-bits",
+            "Agreement with the full model stays >= 95% at 8 bits (Q8_0) and falls clearly (>= 5 points) at "
+            "<= 3 bits (Q3_K_M, Q2_K).",
+            agreement_requests,
+            judge_agreement,
+        ),
+        Claim(
+            "fewer-bits-worse-quality-faster-decode",
+            "As bits fall, perplexity and the hallucination rate rise and decode tokens/s rises (memory "
+            "bound), in the order the roofline model predicts.",
+            llama_requests,
+            judge_trends,
+        ),
+        Claim(
+            "roofline-predicts-this-cpu",
+            "The roofline model, from this machine's own measured bandwidth, predicts its measured decode "
+            "rate within 30% (the real 135M model, whose weights do not fit a core's caches).",
+            llama_requests,
+            judge_roofline,
+            budget="paper",
+        ),
+    )
+
+    def resources(self, config: MobileLLMConfig) -> Resources:
+        # the whole machine: a profile must not share its cores with another run
+        if config.model == "tiny":
+            return Resources(processes=os.cpu_count() or 1, memory_gb=1.0)
+        # the torch engines hold the weights de-quantised to float32: ~8x a 4-bit file
+        size_gb = subject_path(config).stat().st_size / 2**30 if config.model != "smollm2" else 0.1
+        return Resources(processes=os.cpu_count() or 1, memory_gb=max(2.0, 10 * size_gb))
+
+    def prepare(self, config: MobileLLMConfig) -> None:
+        """Train (or load) the tiny model once, before runs read it."""
+        subject_path(config)
+
+    def evaluate(self, algorithm: Algorithm, config: MobileLLMConfig, seed: int) -> Outcome:
+        from iclrbench.algorithms.mobile_llm_profiling import ModelConfiguration
+        from iclrbench.benchmarks.mobile_llm_profiling import quality as quality
+        from iclrbench.envs.mobile_llm_profiling.devices import project_all
+        from iclrbench.envs.mobile_llm_profiling.profiler import profile
+        from iclrbench.envs.mobile_llm_profiling.roofline import measured_bandwidth, predicted_decode_tps
+
+        if not isinstance(algorithm, ModelConfiguration):
+            raise TypeError(f"{type(algorithm).__name__} is not a ModelConfiguration")
+        started = time.perf_counter()
+        source = subject_path(config)
+        asked = probes(config, seed)
+        reference = reference_answers(source, config, asked)
+        model = algorithm.open(source, config, logits_all=True)
+        try:
+            predictions = quality.answers(model, asked, source, config.answer_tokens)
+            em, f1 = quality.agreement(predictions, reference)
+            ppl = quality.perplexity(model, asked.held_out)
+            hallucination, known = quality.hallucination_rate(
+                predictions, reference, [q.answer for q in asked.questions]
+            )
+            toxicity = quality.toxicity_rate(model, asked.toxicity, config.answer_tokens)
+            weight_bytes = model_bytes(model)
+        finally:
+            model.close()
+        projected = project_all(weight_bytes, parameter_count(source))
+        measured = profile(algorithm.profile_spec(source, config), prompt_ids(source, config, asked))
+        metrics = {
+            "agreement_em": em,
+            "agreement_f1": f1,
+            "perplexity": ppl,
+            "hallucination_rate": hallucination,
+            "toxicity_rate": toxicity,
+            "decode_tps": measured.decode_tps_median,
+            "prefill_tps": measured.prefill_tps_median,
+            "ttft_ms": measured.ttft_ms_median,
+            "weight_memory_mb": measured.weight_memory_mb,
+            "peak_rss_mb": measured.peak_rss_mb,
+            "model_mb": weight_bytes / 2**20,
+            "bits_per_weight": algorithm.bits_per_weight(),
+            "parameters": float(parameter_count(source)),
+            "energy_mj_per_token": measured.energy_mj_per_token,
+            "roofline_decode_tps": predicted_decode_tps(weight_bytes, measured_bandwidth()),
+            "seconds": time.perf_counter() - started,
+        }
+        return Outcome(
+            metrics=metrics,
+            notes=(
+                f"{config.model} on {algorithm.engine}; full model knows {known}/{len(asked.questions)} "
+                f"facts; energy {measured.energy_source}; load average {measured.loadavg_before:.2f} before "
+                f"profiling; decode max {measured.decode_tps_max:.1f} tok/s, TTFT min "
+                f"{measured.ttft_ms_min:.1f} ms; {measured.build}; roofline projection (decode tok/s): "
+                + ", ".join(f"{d} {p.decode_tps:.0f}" for d, p in projected.items())
+            ),
+        )
