@@ -190,7 +190,8 @@ def _voxels(seed: int, n: int = 600, k: int = 8, v: int = 40) -> tuple[np.ndarra
 def test_sklearn_ridgecv_cross_checks_himalaya() -> None:
     """Same alphas (within a grid step or two: himalaya selects by 5-fold CV, scikit-learn by leave-one-
     out) and the same predictions (correlation > 0.999 per voxel)."""
-    from iclrbench.algorithms.brain_encoding_alignment import ALPHAS, ridge_cv_himalaya, ridge_cv_sklearn_loop
+    from iclrbench.algorithms.brain_encoding_alignment import ALPHAS, ridge_cv_himalaya
+    from iclrbench.baselines.brain_encoding_alignment import ridge_cv_sklearn_loop
 
     x_train, y_train, x_test, _ = _voxels(0)
     ours, alphas = ridge_cv_himalaya(x_train, y_train, x_test, folds=5)
@@ -202,7 +203,8 @@ def test_sklearn_ridgecv_cross_checks_himalaya() -> None:
 
 
 def test_ols_is_least_squares_and_the_penalised_fits_shrink() -> None:
-    from iclrbench.algorithms.brain_encoding_alignment import least_squares, ridge_cv_himalaya
+    from iclrbench.algorithms.brain_encoding_alignment import ridge_cv_himalaya
+    from iclrbench.baselines.brain_encoding_alignment import least_squares
 
     x_train, y_train, x_test, y_test = _voxels(1)
     ols = least_squares(x_train, y_train, x_test)

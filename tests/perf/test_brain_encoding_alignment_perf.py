@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iclrbench.algorithms.brain_encoding_alignment import ridge_cv_himalaya, ridge_cv_sklearn_loop
+from iclrbench.algorithms.brain_encoding_alignment import ridge_cv_himalaya
+from iclrbench.baselines.brain_encoding_alignment import ridge_cv_sklearn_loop
 
 pytest.importorskip("himalaya")
 pytestmark = pytest.mark.long

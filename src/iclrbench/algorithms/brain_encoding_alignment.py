@@ -9,11 +9,8 @@ feature sets, banded ridge (Nunez-Elizalde et al. 2019; himalaya's ``GroupRidgeC
 its own regularisation, chosen per voxel over a grid of band weights times the same alphas. Features and
 responses arrive z-scored on the training images; scores are normalised by the noise ceiling.
 
-Baselines: ``ols`` (least squares, no penalty; a pair is the two sets side by side), ``global-alpha`` (one
-cross-validated alpha for every voxel), ``no-nc-normalisation`` (the reference's fits, raw scores),
-``sklearn-ridgecv`` (a loop of scikit-learn's ``RidgeCV`` per voxel over the same alphas, its efficient
-leave-one-out selection: the cross-check of the reference), and ``shuffled-control`` (the reference fitted
-on training images whose features are shuffled against their responses: the null).
+The baselines (least squares, one global alpha, raw scores, scikit-learn's loop, the shuffled null) are
+in :mod:`iclrbench.baselines.brain_encoding_alignment`.
 """
 
 from __future__ import annotations
@@ -92,26 +89,6 @@ def banded_ridge_himalaya(
     return prediction.astype(np.float64)
 
 
-def least_squares(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> np.ndarray:
-    coef, *_ = np.linalg.lstsq(x_train, y_train, rcond=None)
-    return x_test @ coef
-
-
-def ridge_cv_sklearn_loop(
-    x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """scikit-learn ``RidgeCV`` fitted voxel by voxel (efficient leave-one-out over ALPHAS)."""
-    from sklearn.linear_model import RidgeCV
-
-    prediction = np.empty((len(x_test), y_train.shape[1]))
-    alphas = np.empty(y_train.shape[1])
-    for v in range(y_train.shape[1]):
-        model = RidgeCV(alphas=ALPHAS, fit_intercept=False).fit(x_train, y_train[:, v])
-        prediction[:, v] = model.predict(x_test)
-        alphas[v] = model.alpha_
-    return prediction, alphas
-
-
 class EncodingPipeline(Algorithm):
     """Base: fits responses (n_train, V) from features (n_train, k), both z-scored on the training images,
     and predicts the held-out images. ``alphas`` of a fit are the penalties it chose (nan where none)."""
@@ -147,57 +124,3 @@ class EncodingPipeline(Algorithm):
 class HimalayaRidge(EncodingPipeline):
     """Per-voxel cross-validated ridge (himalaya RidgeCV, alphas logspace(1, 4, 60), 5 folds) and banded
     ridge for pairs, scores normalised by the noise ceiling (Oota et al., ICLR 2025, section 3)."""
-
-
-@register_algorithm(task=TASK_ID, name="ols", role="baseline")
-class OrdinaryLeastSquares(EncodingPipeline):
-    """Least squares without a penalty; a pair is the two sets side by side."""
-
-    banded = False
-
-    def fit_predict(
-        self, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        return least_squares(x_train, y_train, x_test), np.full(y_train.shape[1], np.nan)
-
-
-@register_algorithm(task=TASK_ID, name="global-alpha", role="baseline")
-class GlobalAlpha(EncodingPipeline):
-    """One cross-validated alpha for all voxels (himalaya RidgeCV, local_alpha=False); a pair is the two
-    sets side by side under one alpha. (A single set's alpha is shared by all four regions' voxels, a
-    pair's by its partition region's only.)"""
-
-    banded = False
-
-    def fit_predict(
-        self, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        return ridge_cv_himalaya(x_train, y_train, x_test, self.config.cv_folds, local_alpha=False)
-
-
-@register_algorithm(task=TASK_ID, name="no-nc-normalisation", role="baseline")
-class NoNoiseCeiling(EncodingPipeline):
-    """The reference's fits, scored raw: R2 and r not divided by the noise ceiling."""
-
-    normalise = False
-
-
-@register_algorithm(task=TASK_ID, name="sklearn-ridgecv", role="baseline")
-class SklearnRidgeCV(EncodingPipeline):
-    """A loop of scikit-learn RidgeCV per voxel over the same alphas (leave-one-out selection); a pair is
-    the two sets side by side under one alpha per voxel."""
-
-    banded = False
-
-    def fit_predict(
-        self, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        return ridge_cv_sklearn_loop(x_train, y_train, x_test)
-
-
-@register_algorithm(task=TASK_ID, name="shuffled-control", role="baseline")
-class ShuffledControl(EncodingPipeline):
-    """The reference fitted on shuffled images: the training features are permuted against their
-    responses, so nothing real can be learned; held-out scores should be 0."""
-
-    shuffle = True

