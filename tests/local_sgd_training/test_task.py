@@ -99,7 +99,7 @@ def _workers(marker: str) -> list[psutil.Process]:
     out = []
     for p in psutil.process_iter(["cmdline"]):
         line = " ".join(p.info["cmdline"] or [])
-        if "local_sgd_worker" in line and marker in line:
+        if "local_sgd_training.worker" in line and marker in line:
             out.append(p)
     return out
 
