@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from iclrbench.algorithms.conformal_fairness import conformal as cp
+from iclrbench.baselines import conformal_fairness as baselines
 
 
 def _problem(seed: int, n: int = 300, k: int = 3, g: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -135,7 +136,7 @@ def test_batch_gcp_covers_each_group_at_1_minus_alpha() -> None:
     true = rng.random(n) ** (1 + groups)  # group-dependent score distributions
     scores = true[:, None]
     indicators = np.eye(3)[groups]
-    theta = cp.batch_gcp_thresholds(scores, np.zeros(n, int), indicators, alpha=0.1)
+    theta = baselines.batch_gcp_thresholds(scores, np.zeros(n, int), indicators, alpha=0.1)
     f = theta[0] + indicators @ theta[1:]
     for g in range(3):
         in_g = groups == g
@@ -157,7 +158,7 @@ def test_split_and_mondrian_cp_match_crepes() -> None:
     assert np.array_equal(ours, theirs)
 
     mondrian = ConformalClassifier().fit(true, bins=groups[cal])
-    q = cp.mondrian_thresholds(s[cal], labels[cal], groups[cal], 0.1, 2)
+    q = baselines.mondrian_thresholds(s[cal], labels[cal], groups[cal], 0.1, 2)
     ours = s[test] <= q[groups[test]][:, None]
     theirs = mondrian.predict_set(s[test], bins=groups[test], confidence=0.9, smoothing=False).astype(bool)
     assert np.array_equal(ours, theirs)

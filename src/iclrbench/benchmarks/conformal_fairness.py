@@ -241,7 +241,10 @@ class ConformalFairnessTask(Task):
     )
     protocol = "ConformalPredictor: calibrate(Split) -> Calibrated; Calibrated.sets(Split) -> bool (n, K)"
     requires = Requirement("fairness", ("sklearn", "torch", "torch_geometric"))
-    algorithm_modules = ("iclrbench.algorithms.conformal_fairness",)
+    algorithm_modules = (
+        "iclrbench.algorithms.conformal_fairness",
+        "iclrbench.baselines.conformal_fairness",
+    )
     #: its former name was the task's own
     renamed_algorithms: ClassVar[dict[str, str]] = {"conformal-fairness": "cf-framework"}
     claims = (

@@ -321,50 +321,6 @@ def fair_thresholds_loop(
     return _lambda_search(cal_score, labels, alpha, metric, max_candidates, verdicts)
 
 
-# ------------------------------------------------------------------------------------------- baselines
-def mondrian_thresholds(cal_score: Array, labels: Array, groups: Array, alpha: float, n_groups: int) -> Array:
-    """Group-conditional (Mondrian) split CP (Vovk et al. 2003): one ``q_hat`` per group from its own
-    calibration points; (G,) thresholds, applied by each test point's group."""
-    true = true_label_scores(cal_score, labels)
-    return np.array([conformal_quantile(true[groups == g], alpha) for g in range(n_groups)])
-
-
-def class_conditional_thresholds(cal_score: Array, labels: Array, alpha: float) -> Array:
-    """Class-conditional split CP (Vovk 2012; Sadinle et al. 2019): ``q_hat[y]`` from the calibration
-    points of true label ``y``; (K,) thresholds."""
-    true = true_label_scores(cal_score, labels)
-    return np.array([conformal_quantile(true[labels == y], alpha) for y in range(cal_score.shape[1])])
-
-
-def batch_gcp_thresholds(cal_score: Array, labels: Array, indicators: Array, alpha: float) -> Array:
-    """BatchGCP (Jung, Noarov, Ramalingam, Roth, "Batch multivalid conformal prediction", ICLR 2023): the
-    threshold ``f(x) = theta_0 + sum_g theta_g 1[x in g]`` minimising the pinball loss at ``1 - alpha`` of
-    the calibration true-label scores, over a collection of (possibly overlapping) groups given as the
-    (n, G) 0/1 ``indicators``. At the optimum every group's coverage is ``1 - alpha`` up to
-    ``O(G / n)``. Solved exactly as a linear program (HiGHS); returns ``theta`` of length ``G + 1``."""
-    from scipy.optimize import linprog
-    from scipy.sparse import eye, hstack
-
-    true = true_label_scores(cal_score, labels)
-    n = len(true)
-    design = np.hstack([np.ones((n, 1)), np.asarray(indicators, dtype=np.float64)])
-    p = design.shape[1]
-    tau = 1 - alpha
-    # variables: theta (free), over >= 0, under >= 0 with  true - design @ theta = over - under
-    cost = np.concatenate([np.zeros(p), np.full(n, tau), np.full(n, 1 - tau)])
-    equality = hstack([design, eye(n), -eye(n)], format="csr")
-    result = linprog(
-        cost,
-        A_eq=equality,
-        b_eq=true,
-        bounds=[(None, None)] * p + [(0, None)] * (2 * n),
-        method="highs-ipm",  # interior point with crossover: exact, ~10x the simplex's speed here
-    )
-    if not result.success:
-        raise RuntimeError(f"BatchGCP's linear program failed: {result.message}")
-    return result.x[:p]
-
-
 def coverage_and_size(sets: Array, labels: Array) -> tuple[float, float]:
     """Marginal coverage (the share of sets holding the true label) and mean set size."""
     covered = true_label_scores(sets.astype(np.int8), labels).astype(bool)
@@ -374,14 +330,11 @@ def coverage_and_size(sets: Array, labels: Array) -> tuple[float, float]:
 __all__: Sequence[str] = (
     "FILTERS",
     "aps_scores",
-    "batch_gcp_thresholds",
-    "class_conditional_thresholds",
     "conformal_quantile",
     "coverage_and_size",
     "fair_thresholds",
     "fair_thresholds_loop",
     "fairness_violation",
-    "mondrian_thresholds",
     "positive_labels",
     "prediction_sets",
     "tps_scores",
