@@ -1,4 +1,4 @@
-"""The task contract: what a paper becomes in the suite (ARCHITECTURE.md, "The contract").
+"""The task contract: what a paper becomes in the suite (docs/architecture.md, "The contract").
 
 A :class:`Task` names its paper, its frozen-dataclass ``Config``, its budgets, its metrics (the first is
 primary), its claims, and implements ``evaluate(algorithm, config, seed) -> Outcome``.
