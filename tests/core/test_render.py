@@ -12,10 +12,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from iclrbench.core.jsonsafe import finite
 from iclrbench.leaderboard import svg
 from iclrbench.leaderboard.aggregate import CurveSummary, aggregate
 from iclrbench.leaderboard.render import (
-    finite_or_none,
     fmt,
     render_csv,
     render_json,
@@ -67,8 +67,8 @@ def test_json_names_the_interval_method_and_gives_none_from_one_seed() -> None:
         max_leaves=12,
     )
 )
-def test_finite_or_none_always_gives_strict_json(value: Any) -> None:
-    text = json.dumps(finite_or_none(value), allow_nan=False)
+def test_finite_always_gives_strict_json(value: Any) -> None:
+    text = json.dumps(finite(value), allow_nan=False)
     _strict(text)
 
 

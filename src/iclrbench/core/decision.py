@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from iclrbench.core.jsonsafe import finite
 from iclrbench.core.task import Verdict
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ _OPPOSITE = {">": "<=", ">=": "<", "<": ">=", "<=": ">"}
 
 def _fig(x: float) -> float | None:
     """A figure for ``measured``: 4 significant digits; NaN and infinities become None (strict JSON)."""
-    return float(f"{x:.4g}") if math.isfinite(x) else None
+    return finite(float(f"{x:.4g}"))
 
 
 _COMPARE = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equal}

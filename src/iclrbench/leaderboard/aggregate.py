@@ -24,6 +24,7 @@ import numpy as np
 
 from iclrbench.core import catalog, stats
 from iclrbench.core.errors import UserError
+from iclrbench.core.jsonsafe import finite
 from iclrbench.core.result import RunResult
 from iclrbench.core.task import Metric
 
@@ -105,10 +106,6 @@ def _task_metrics(task_id: str, runs: Sequence[RunResult]) -> list[Metric]:
         return [Metric(n, True) for n in names]
 
 
-def _finite_or_none(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
-
-
 def summarise(values: np.ndarray, *, iqm_interval: bool = True) -> MetricSummary:
     """n, mean, Student-t interval, std, IQM and (unless ``iqm_interval`` is False) its bootstrap
     interval of one metric's values."""
@@ -117,13 +114,13 @@ def summarise(values: np.ndarray, *, iqm_interval: bool = True) -> MetricSummary
     iqm_ci = stats.iqm_interval(x) if iqm_interval and not np.isnan(x).any() else None
     return MetricSummary(
         mean=float(x.mean()),
-        ci_low=_finite_or_none(ci[0]) if ci else None,
-        ci_high=_finite_or_none(ci[1]) if ci else None,
+        ci_low=finite(ci[0]) if ci else None,
+        ci_high=finite(ci[1]) if ci else None,
         iqm=stats.iqm(x),
-        std=_finite_or_none(float(x.std(ddof=1))) if x.size > 1 else None,
+        std=finite(float(x.std(ddof=1))) if x.size > 1 else None,
         n=int(x.size),
-        iqm_low=_finite_or_none(iqm_ci[0]) if iqm_ci else None,
-        iqm_high=_finite_or_none(iqm_ci[1]) if iqm_ci else None,
+        iqm_low=finite(iqm_ci[0]) if iqm_ci else None,
+        iqm_high=finite(iqm_ci[1]) if iqm_ci else None,
     )
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from iclrbench.core import catalog
 from iclrbench.core.errors import UserError
+from iclrbench.core.jsonsafe import finite
 from iclrbench.core.task import Claim, ClaimResult
-from iclrbench.leaderboard.render import finite_or_none
 
 #: where a claim is judged when its definition cannot be read (its task is no longer installed)
 DEFAULT_CLAIM_BUDGET: str = Claim.__dataclass_fields__["budget"].default
@@ -48,7 +48,7 @@ def _declared_claims(task_id: str) -> dict[str, Claim]:
 
 def _measured(figures: dict[str, Any]) -> str:
     return ", ".join(
-        f"{k} = {json.dumps(finite_or_none(v), allow_nan=False, default=str)}" for k, v in figures.items()
+        f"{k} = {json.dumps(finite(v), allow_nan=False, default=str)}" for k, v in figures.items()
     )
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import jinja2
 import numpy as np
 
+from iclrbench.core.jsonsafe import finite
 from iclrbench.core.task import ClaimResult
 from iclrbench.leaderboard import crosstask, svg
 from iclrbench.leaderboard.aggregate import Table, by_task
@@ -39,7 +40,6 @@ from iclrbench.leaderboard.render import (
     config_label,
     display_name,
     fewer_seeds,
-    finite_or_none,
     fmt,
     interval_text,
     iqm_interval_text,
@@ -110,7 +110,7 @@ class ConfigView:
 
 def _num(value: float | None) -> str:
     """A number for ``data-value`` (sorting): repr of a finite float, else empty (sorts as text)."""
-    v = finite_or_none(value)
+    v = finite(value)
     return "" if v is None else repr(v)
 
 

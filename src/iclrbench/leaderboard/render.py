@@ -15,8 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from iclrbench.core.jsonsafe import dumps, finite
 from iclrbench.leaderboard.aggregate import MetricSummary, Row, Table, to_records
 
 #: labels for summaries that do not name their method (rows built by older code)
@@ -183,21 +182,6 @@ def render_markdown(tables: Sequence[Table]) -> str:
     return "\n".join(parts) + "\n" if parts else "no stored runs\n"
 
 
-def finite_or_none(value: Any) -> Any:
-    """``value`` with every non-finite float (NaN, inf), at any depth, replaced by None."""
-    if isinstance(value, dict):
-        return {k: finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_or_none(v) for v in value]
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, int | np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        return float(value) if math.isfinite(value) else None
-    return value
-
-
 def records(tables: Sequence[Table]) -> list[dict[str, Any]]:
     """The flat records of :func:`to_records`, with what a reader needs to read them: the interval
     method of each metric, the parameters that tell rows apart, the seed mark; rank None when
@@ -213,7 +197,7 @@ def records(tables: Sequence[Table]) -> list[dict[str, Any]]:
             rec.setdefault(f"{name}_ci_method", ci_method(s))
             if getattr(s, "iqm_low", None) is not None:
                 rec.setdefault(f"{name}_iqm_method", getattr(s, "iqm_method", ""))
-    return [finite_or_none(r) for r in out]
+    return [finite(r) for r in out]
 
 
 def render_csv(tables: Sequence[Table]) -> str:
@@ -233,7 +217,7 @@ def render_csv(tables: Sequence[Table]) -> str:
 
 def render_json(tables: Sequence[Table]) -> str:
     """Strict JSON (RFC 8259): NaN and infinities are written as null, never as ``NaN``/``Infinity``."""
-    return json.dumps(records(tables), indent=2, allow_nan=False, default=str) + "\n"
+    return dumps(records(tables), indent=2) + "\n"
 
 
 RENDERERS = {"table": render_table, "csv": render_csv, "json": render_json, "markdown": render_markdown}
