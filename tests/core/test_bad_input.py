@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iclrbench.cli import first_sentence, plain_text
+from iclrbench.cli.output import first_sentence, plain_text
 from iclrbench.core import catalog
 from tests.conftest import TASK, BenchRunner
 

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from iclrbench import runner
-from iclrbench.cli import write_leaderboard_html
 from iclrbench.core.result import RunResult, provenance
 from iclrbench.core.store import ResultStore
+from iclrbench.leaderboard.page import write_leaderboard_html
 from iclrbench.testing import fake_run
 
 pytestmark = pytest.mark.usefixtures("plugin")
