@@ -1,5 +1,8 @@
 """Baselines for symmetric-crystal-generation (Levy et al., ICLR 2025, Sec. 5).
 
+- ``wyckoff-template``: SymmCD's ablation without learned coordinates: a training crystal's Wyckoff
+  template (space group, species on Wyckoff letters) and lattice, free coordinates placed at random by
+  pyxtal.
 - ``diffcsp-p1``: the same joint diffusion over full unit cells -- every atom's species and fractional
   coordinates, the lattice -- with no symmetry (DiffCSP-like, Jiao et al. 2023, for de novo generation).
 - ``random-cell``: a random lattice (lengths 3-10 A, angles 60-120 degrees) and uniformly random positions,
@@ -30,6 +33,8 @@ from iclrbench.algorithms.symmetric_crystal_generation import (
 from iclrbench.core.algorithm import register_algorithm
 from iclrbench.core.config import param
 from iclrbench.envs.symmetric_crystal_generation import (
+    AsymmetricUnit,
+    asymmetric_unit,
     checked_lattice,
     shipped_structures,
     spacegroup_of,
@@ -38,6 +43,69 @@ from iclrbench.envs.symmetric_crystal_generation import (
 
 if TYPE_CHECKING:
     from pymatgen.core import Structure
+
+
+@register_algorithm(task=TASK, name="wyckoff-template", role="baseline")
+class WyckoffTemplateSampler(CrystalGenerator):
+    """Ablation: a Wyckoff template (group, species on Wyckoff letters) and a lattice from the training set;
+    free coordinates placed at random by pyxtal (no learned coordinates)."""
+
+    def fit(self, train: list[Structure]) -> None:
+        self.units = [u for u in (asymmetric_unit(s) for s in train) if u is not None]
+        if not self.units:
+            raise ValueError("no training crystal has a usable asymmetric unit")
+
+    def sample(self, n: int) -> list[Structure | None]:
+        return [self._one(self.units[int(self.rng.integers(len(self.units)))]) for _ in range(n)]
+
+    def _one(self, unit: AsymmetricUnit) -> Structure | None:
+        from pymatgen.core import Lattice
+        from pyxtal import pyxtal
+        from pyxtal.lattice import Lattice as PyxtalLattice
+
+        by_species: dict[str, list[str]] = {}
+        for site in unit.sites:
+            by_species.setdefault(site.species, []).append(f"{site.multiplicity}{site.letter}")
+        names = list(by_species)
+        counts = [sum(int(s[:-1]) for s in by_species[name]) for name in names]
+        crystal = pyxtal()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                params = Lattice.from_parameters(*unit.lattice)
+                # seeded too: pyxtal's Lattice otherwise draws its own perturbations unseeded, so reruns
+                # placed atoms differently (seen once a metric read the positions: nn_distance_ratio)
+                lattice = PyxtalLattice.from_matrix(
+                    params.matrix,
+                    ltype=crystal_system(unit.spacegroup),
+                    random_state=int(self.rng.integers(2**31)),
+                )
+                crystal.from_random(
+                    3,
+                    unit.spacegroup,
+                    names,
+                    counts,
+                    sites=[by_species[s] for s in names],
+                    lattice=lattice,
+                    random_state=int(self.rng.integers(2**31)),  # pyxtal: `seed` is for molecules only
+                )
+                return crystal.to_pymatgen() if crystal.valid else None
+            except Exception:
+                return None
+
+
+def crystal_system(spacegroup: int) -> str:
+    """The crystal system of a space group (1-230), as pyxtal's lattice types name it."""
+    bounds = (
+        (2, "triclinic"),
+        (15, "monoclinic"),
+        (74, "orthorhombic"),
+        (142, "tetragonal"),
+        (167, "trigonal"),
+        (194, "hexagonal"),
+        (230, "cubic"),
+    )
+    return next(name for top, name in bounds if spacegroup <= top)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """SymmCD (Levy et al., "SymmCD: symmetry-preserving crystal generation with diffusion models", ICLR 2025)
-at small scale, and its Wyckoff-template ablation.
+at small scale. Its Wyckoff-template ablation and the other baselines are in
+:mod:`iclrbench.baselines.symmetric_crystal_generation`.
 
 SymmCD generates the asymmetric unit -- per site a species, a site-symmetry token and free fractional
 coordinates -- plus the lattice, conditioned on the space group (Sec. 3). The site symmetry (e.g. "m..",
@@ -280,67 +281,3 @@ def orbit_tables(groups: list[int], symmetries: list[str]) -> Orbits:
             distinct[g, v, distinct_operations(g, symbol)] = True
             multiplicities[g, v] = multiplicity(g, symbol)
     return Orbits(rotations, translations, distinct, multiplicities, channel=1)
-
-
-@register_algorithm(task=TASK, name="wyckoff-template", role="baseline")
-class WyckoffTemplateSampler(CrystalGenerator):
-    """Ablation: a Wyckoff template (group, species on Wyckoff letters) and a lattice from the training set;
-    free coordinates placed at random by pyxtal (no learned coordinates)."""
-
-    def fit(self, train: list[Structure]) -> None:
-        self.units = [u for u in (asymmetric_unit(s) for s in train) if u is not None]
-        if not self.units:
-            raise ValueError("no training crystal has a usable asymmetric unit")
-
-    def sample(self, n: int) -> list[Structure | None]:
-        return [self._one(self.units[int(self.rng.integers(len(self.units)))]) for _ in range(n)]
-
-    def _one(self, unit: AsymmetricUnit) -> Structure | None:
-        import warnings
-
-        from pymatgen.core import Lattice
-        from pyxtal import pyxtal
-        from pyxtal.lattice import Lattice as PyxtalLattice
-
-        by_species: dict[str, list[str]] = {}
-        for site in unit.sites:
-            by_species.setdefault(site.species, []).append(f"{site.multiplicity}{site.letter}")
-        names = list(by_species)
-        counts = [sum(int(s[:-1]) for s in by_species[name]) for name in names]
-        crystal = pyxtal()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                params = Lattice.from_parameters(*unit.lattice)
-                # seeded too: pyxtal's Lattice otherwise draws its own perturbations unseeded, so reruns
-                # placed atoms differently (seen once a metric read the positions: nn_distance_ratio)
-                lattice = PyxtalLattice.from_matrix(
-                    params.matrix,
-                    ltype=crystal_system(unit.spacegroup),
-                    random_state=int(self.rng.integers(2**31)),
-                )
-                crystal.from_random(
-                    3,
-                    unit.spacegroup,
-                    names,
-                    counts,
-                    sites=[by_species[s] for s in names],
-                    lattice=lattice,
-                    random_state=int(self.rng.integers(2**31)),  # pyxtal: `seed` is for molecules only
-                )
-                return crystal.to_pymatgen() if crystal.valid else None
-            except Exception:
-                return None
-
-
-def crystal_system(spacegroup: int) -> str:
-    bounds = (
-        (2, "triclinic"),
-        (15, "monoclinic"),
-        (74, "orthorhombic"),
-        (142, "tetragonal"),
-        (167, "trigonal"),
-        (194, "hexagonal"),
-        (230, "cubic"),
-    )
-    return next(name for top, name in bounds if spacegroup <= top)
