@@ -1,9 +1,12 @@
-"""Shared fixtures: a throwaway results database, the ``bench`` CLI called in-process, and a third-party
-plugin (tests/plugin: a dist-info with real entry points) installed for one test."""
+"""Shared fixtures: a throwaway results database, the ``bench`` CLI called in-process (and held to the
+bad-input contract by ``refused``), and a third-party plugin (tests/plugin: a dist-info with real entry
+points) installed for one test."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -63,6 +66,28 @@ def bench(capsys: pytest.CaptureFixture[str]) -> BenchRunner:
         code = main([str(a) for a in args])
         out, err = capsys.readouterr()
         return code, out, err
+
+    return run
+
+
+Refused = Callable[..., str]
+
+
+@pytest.fixture
+def refused(bench: BenchRunner, db: Path) -> Refused:
+    """``refused(*args) -> the error line``: runs ``bench *args --db DB`` and holds it to the contract for
+    bad input (exit code 2, one ``bench: error:`` line on stderr, no traceback, no run stored), so that a
+    task's tests state only what its own refusals say."""
+
+    def run(*args: object) -> str:
+        code, out, err = bench(*args, "--db", db)
+        assert code == 2, (out, err)
+        assert err.count("\n") == 1 and err.startswith("bench: error:"), err
+        assert "Traceback" not in err
+        if db.exists():  # a refusal after the store was opened leaves it without runs
+            with contextlib.closing(sqlite3.connect(db)) as conn:
+                assert conn.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+        return err.strip()
 
     return run
 

@@ -1,5 +1,5 @@
 """The task contract checker catches real defects, each under the check that owns it, and passes a good
-task; the fake-run builder keeps its hashes consistent.
+task; ``evaluate_once`` runs as ``bench run`` would; the fake-run builder keeps its hashes consistent.
 
 A tiny numpy task (estimate the mean of seeded normal draws) is registered with the catalog for one test
 and removed after; each defect is a subclass that breaks one rule of the contract.
@@ -17,9 +17,11 @@ import gymnasium
 import numpy as np
 import pytest
 
+from iclrbench import runner
 from iclrbench.core import catalog
 from iclrbench.core.algorithm import Algorithm, register_algorithm
 from iclrbench.core.config import param, stable_hash
+from iclrbench.core.errors import UserError
 from iclrbench.core.result import RunResult
 from iclrbench.core.seeding import rng_for
 from iclrbench.core.task import (
@@ -36,10 +38,12 @@ from iclrbench.core.task import (
     ok_runs,
 )
 from iclrbench.testing import (
+    RunFailed,
     TaskContractError,
     check_claims,
     check_metadata,
     check_task,
+    evaluate_once,
     fake_run,
     fake_runs,
 )
@@ -435,6 +439,36 @@ def test_single_checks_are_usable_alone(install: Install) -> None:
 def test_check_task_needs_two_distinct_seeds(install: Install) -> None:
     with pytest.raises(ValueError, match="two distinct seeds"):
         check_task(install(ToyTask), seeds=(0, 0))
+
+
+# ------------------------------------------------------------------------------------- evaluate_once
+def test_evaluate_once_is_the_run_bench_run_makes(install: Install) -> None:
+    task = install(ToyTask)
+    result = evaluate_once(task, "sample-mean", seed=3)
+    (spec,) = runner.plan(task, ["sample-mean"], [3], "smoke")
+    assert result.status == "ok" and result.key == spec.key and result.budget == "smoke"
+    assert result.metrics["estimate"] == runner.execute(spec).metrics["estimate"]  # the runner's seeding
+    assert set(result.curves["running_mean"]) >= {"x", "y"}  # curves as stored
+    # each keyword is a --set: a config key, else a parameter of the algorithm; a value or its text
+    shrunk = evaluate_once(task, "sample-mean", 3, "small", n="8", shrink=1.0)
+    assert shrunk.config["n"] == 8 and shrunk.params == {"shrink": 1.0} and shrunk.metrics["estimate"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [({"n": 0}, "n"), ({"shrink": 2.0}, "shrink"), ({"nn": 3}, "did you mean")],
+)
+def test_evaluate_once_refuses_what_the_cli_refuses(
+    install: Install, settings: dict[str, object], says: str
+) -> None:
+    with pytest.raises(UserError, match=says):
+        evaluate_once(install(ToyTask), "sample-mean", **settings)
+
+
+def test_a_failed_run_raises_with_its_error(install: Install) -> None:
+    with pytest.raises(RunFailed, match="sample-mean seed=0 failed: NonFiniteMetric") as caught:
+        evaluate_once(install(NanMetric), "sample-mean")
+    assert caught.value.result.status == "failed"
 
 
 # ------------------------------------------------------------------------------------------ fake runs
