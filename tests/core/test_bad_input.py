@@ -117,14 +117,16 @@ def test_list_descriptions_are_whole_sentences_without_markup(bench: BenchRunner
     code, out, _ = bench("list")
     assert code == 0
     assert "``" not in out and ":class:`" not in out and ":func:`" not in out
+    # each task's algorithms are rows under its own heading (two tasks may name an algorithm alike)
+    sections = {
+        head.split(":", 1)[0]: body
+        for head, _, body in (s.partition("\n") for s in out.split("\nalgorithms of ")[1:])
+    }
     for tid in catalog.available_task_ids():  # an unavailable task lists no algorithms
+        rows = {row.split()[0]: row for row in sections[tid].splitlines() if row.strip()}
         for name, cls in catalog.algorithms(tid).items():
-            # an algorithm may share its task's name (conformal-fairness): its row is the one with its role
-            line = next(
-                row
-                for row in out.splitlines()
-                if row.strip().startswith(name + " ") and f" {cls.role} " in row
-            )
+            line = rows[name]
+            assert line.split()[1] == cls.role, line
             summary = line.split(cls.role, 1)[1].strip()
             paragraph = plain_text((inspect.getdoc(cls) or "").split("\n\n")[0])
             assert paragraph.startswith(summary), (name, summary)
