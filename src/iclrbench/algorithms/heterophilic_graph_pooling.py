@@ -360,7 +360,7 @@ class MaxCutPoolParams:
     clip: float = param(5.0, "gradient norm clipping", low=0.0)
 
 
-class _MaxCutPoolBase(MaxCutSolver, Pooler):
+class MaxCutPoolBase(MaxCutSolver, Pooler):
     """MaxCutPool on both problems: MAXCUT by training on the cut loss alone; pooling for classifiers."""
 
     Params: Any = MaxCutPoolParams
@@ -462,7 +462,7 @@ class _SparseAdapter:
 
 
 @register_algorithm(task=TASK, name="maxcutpool", role="reference")
-class MaxCutPoolAlgorithm(_MaxCutPoolBase):
+class MaxCutPoolAlgorithm(MaxCutPoolBase):
     """MaxCutPool (Abate & Bianchi, ICLR 2025): HetMP ScoreNet (delta = 2), cut loss, top-k supernodes and
     nearest-neighbour assignment; on MAXCUT trained on the cut loss alone, cut = sign(z)."""
 
@@ -473,21 +473,8 @@ class ExpressiveParams(MaxCutPoolParams):
 
 
 @register_algorithm(task=TASK, name="maxcutpool-e", role="reference")
-class MaxCutPoolExpressive(_MaxCutPoolBase):
+class MaxCutPoolExpressive(MaxCutPoolBase):
     """MaxCutPool-E: the expressive variant, each supernode sums the features of the nodes assigned to it
     (an injective aggregation, so the pooled graph keeps the input's distinguishing power)."""
 
     Params = ExpressiveParams
-
-
-@dataclasses.dataclass(frozen=True)
-class HomophilicParams(MaxCutPoolParams):
-    delta: float = param(0.0, "ScoreNet propagation I - delta L_sym (0: the identity)", low=0.0, high=4.0)
-
-
-@register_algorithm(task=TASK, name="maxcutpool-delta0", role="baseline")
-class MaxCutPoolDelta0(_MaxCutPoolBase):
-    """Ablation: MaxCutPool with delta = 0, i.e. a ScoreNet whose propagation I - 0 L_sym is the identity
-    (no heterophilic message passing: scores from each node's own features after the GIN layer)."""
-
-    Params = HomophilicParams
