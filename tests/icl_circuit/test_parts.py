@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iclrbench.algorithms.icl_circuit import ABLATIONS, RandomControl, RandomControlParams
+from iclrbench.algorithms.icl_circuit import ABLATIONS
+from iclrbench.baselines.icl_circuit import RandomControl, RandomControlParams
 from iclrbench.envs import icl_circuit as env
 from iclrbench.envs.icl_circuit import analysis as read
 from iclrbench.envs.icl_circuit.prompts import PROMPTS, text_episodes

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iclrbench.algorithms.icl_circuit import ABLATIONS, RandomControl, RandomControlParams
+from iclrbench.algorithms.icl_circuit import ABLATIONS
+from iclrbench.baselines.icl_circuit import RandomControl, RandomControlParams
 from iclrbench.envs import icl_circuit as env
 from iclrbench.envs.icl_circuit.subjects import trace_tiny
 

@@ -1,16 +1,14 @@
 """icl-circuit's algorithms: the attention-mask ablations of Cho et al. (ICLR 2025, section 7, Table 1),
-each a declarative class naming the links it cuts, and the random control that cuts as many random links
-in the same layers. ``none`` is the unablated model (the reference accuracy every mask is compared with).
+each a declarative class naming the links it cuts. The unablated model ``none`` (the accuracy every mask is
+compared with) and the random control that cuts as many random links in the same layers are in
+:mod:`iclrbench.baselines.icl_circuit`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from iclrbench.core.algorithm import Algorithm, register_algorithm
-from iclrbench.core.config import param
 from iclrbench.envs.icl_circuit import (
     MASKS,
     TASK_ID,
@@ -19,7 +17,6 @@ from iclrbench.envs.icl_circuit import (
     blocked_matrix,
     layer_range,
     mask_links,
-    random_links,
 )
 
 
@@ -47,7 +44,6 @@ class Ablation(Algorithm):
 
 #: what each mask disables (Cho et al., Table 1 lines 2-5 and Table 2), as ``bench info`` shows it
 DOCS = {
-    "none": "The unablated model (Table 1, line 1).",
     "xi_to_si": "Step 1 cut: no forerunner (s_q too) may attend its own input text (Table 1, line 2).",
     "xq_to_sq": "Step 1 cut for the query: s_q may attend neither x_q nor itself (Table 1, line 3).",
     "si_to_yi": "Step 2 cut: no label y_i may attend its forerunner s_i (Table 1, line 4).",
@@ -56,35 +52,13 @@ DOCS = {
 }
 
 
-def _mask_class(mask: str, role: str) -> type[Ablation]:
+def mask_class(mask: str, role: str, doc: str) -> type[Ablation]:
+    """A registered :class:`Ablation` cutting the links of ``mask`` (one of the env's ``MASKS``), named as
+    the mask with hyphens; ``doc`` is its one-line description."""
     name = "none" if mask == "none" else mask.replace("_", "-")
-    cls = type(f"Mask_{mask}", (Ablation,), {"links_of": mask, "__doc__": DOCS[mask]})
+    cls = type(f"Mask_{mask}", (Ablation,), {"links_of": mask, "__doc__": doc})
     return register_algorithm(task=TASK_ID, name=name, role=role)(cls)
 
 
-ABLATIONS = {mask: _mask_class(mask, "baseline" if mask == "none" else "reference") for mask in MASKS}
-
-
-@dataclasses.dataclass(frozen=True)
-class RandomControlParams:
-    like: str = param("yi_to_sq", "the mask whose link count the control matches", choices=MASKS[1:])
-
-
-@register_algorithm(task=TASK_ID, name="random-control", role="baseline")
-class RandomControl(Ablation):
-    """As many random causal links as ``like`` cuts, drawn afresh per episode and layer (the paper's
-    control)."""
-
-    Params = RandomControlParams
-
-    def masks(self, episodes: Episodes) -> dict[int, np.ndarray]:
-        roles, t = episodes.roles, episodes.ids.shape[1]
-
-        def draw(i: int) -> np.ndarray:
-            count = len(mask_links(self.params.like, roles, i))
-            return blocked_matrix(random_links(count, int(roles.length[i]), self.rng), t)
-
-        # a fresh draw per prompt and layer, as the paper's Masked_ICL_inference draws one per prompt
-        return {
-            layer: np.stack([draw(i) for i in range(len(episodes))]) for layer in layer_range(self.config)
-        }
+#: the paper's masks, by their name in the env's ``MASKS``
+ABLATIONS = {mask: mask_class(mask, "reference", DOCS[mask]) for mask in MASKS if mask != "none"}

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from iclrbench.core.algorithm import Algorithm
-from iclrbench.core.decision import Evidence, combine, empty, mean_metric, threshold
+from iclrbench.core.decision import Evidence, combine, empty, mean_figure, threshold
 from iclrbench.core.result import RunResult
 from iclrbench.core.task import (
     Budget,
@@ -102,12 +102,12 @@ def judge_to_chance(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, A
         )
     return combine(
         parts,
-        unablated_accuracy=mean_metric(upper, "unablated_accuracy"),
-        chance=mean_metric(upper, "chance"),
+        unablated_accuracy=mean_figure(upper, "unablated_accuracy"),
+        chance=mean_figure(upper, "chance"),
         accuracy={
-            "yi-to-sq upper": mean_metric(upper, "accuracy"),
-            "yi-to-sq lower": mean_metric(lower, "accuracy"),
-            **{f"random-control {h}": mean_metric(r, "accuracy") for h, r in control.items()},
+            "yi-to-sq upper": mean_figure(upper, "accuracy"),
+            "yi-to-sq lower": mean_figure(lower, "accuracy"),
+            **{f"random-control {h}": mean_figure(r, "accuracy") for h, r in control.items()},
         },
     )
 
@@ -138,11 +138,11 @@ def judge_encode(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
     }
     return combine(
         parts,
-        unablated_accuracy=mean_metric(runs, "unablated_accuracy"),
-        encode_layer=mean_metric(runs, "encode_layer"),
-        induction_layer=mean_metric(runs, "induction_layer"),
-        correct_induction=mean_metric(runs, "correct_induction"),
-        merge_attention=mean_metric(runs, "merge_attention"),
+        unablated_accuracy=mean_figure(runs, "unablated_accuracy"),
+        encode_layer=mean_figure(runs, "encode_layer"),
+        induction_layer=mean_figure(runs, "induction_layer"),
+        correct_induction=mean_figure(runs, "correct_induction"),
+        merge_attention=mean_figure(runs, "merge_attention"),
     )
 
 
@@ -168,10 +168,10 @@ def judge_bypass(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
     }
     return combine(
         parts,
-        unablated_accuracy=mean_metric(merge, "unablated_accuracy"),
-        chance=mean_metric(merge, "chance"),
+        unablated_accuracy=mean_figure(merge, "unablated_accuracy"),
+        chance=mean_figure(merge, "chance"),
         accuracy_all_layers={
-            name: mean_metric(runs_where(groups, name, layers="all"), "accuracy") for name in STEP_MASKS
+            name: mean_figure(runs_where(groups, name, layers="all"), "accuracy") for name in STEP_MASKS
         },
     )
 
@@ -231,7 +231,7 @@ class IclCircuitTask(Task):
     )
     protocol = "Ablation: masks(episodes) -> {layer: blocked links, (T, T) or (B, T, T)}"
     requires = Requirement("icl", ("torch",))
-    algorithm_modules = ("iclrbench.algorithms.icl_circuit",)
+    algorithm_modules = ("iclrbench.algorithms.icl_circuit", "iclrbench.baselines.icl_circuit")
     claims = (
         Claim(
             "yi-to-sq-upper-to-chance",
