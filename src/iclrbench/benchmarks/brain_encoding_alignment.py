@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from iclrbench.core.algorithm import Algorithm
-from iclrbench.core.decision import Evidence, combine, empty, mean_metric, metric_values, threshold
+from iclrbench.core.decision import Evidence, combine, empty, mean_figure, metric_values, threshold
 from iclrbench.core.result import RunResult
 from iclrbench.core.task import (
     Budget,
@@ -220,9 +220,9 @@ def judge_recovery(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, An
     }
     return combine(
         parts,
-        recovery_error=mean_metric(runs, "recovery_error"),
+        recovery_error=mean_figure(runs, "recovery_error"),
         without_noise_ceiling={
-            m: mean_metric(raw, m) for m in ("count_unique_error", "mixed_shared_error", "recovery_error")
+            m: mean_figure(raw, m) for m in ("count_unique_error", "mixed_shared_error", "recovery_error")
         },
     )
 
@@ -247,8 +247,8 @@ def judge_vision(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
     }
     return combine(
         parts,
-        ranking_agreement=mean_metric(runs, "ranking_agreement"),
-        r_norm={region: mean_metric(runs, f"r_norm_{_key(region)}") for region in REGIONS},
+        ranking_agreement=mean_figure(runs, "ranking_agreement"),
+        r_norm={region: mean_figure(runs, f"r_norm_{_key(region)}") for region in REGIONS},
     )
 
 
@@ -265,7 +265,7 @@ def judge_null(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
     parts: dict[str, Evidence] = {}
     for region in REGIONS:
         parts.update(_within(_values(runs, f"r_norm_{_key(region)}"), NULL_TOLERANCE, f"{region}: r_norm"))
-    return combine(parts, r_norm={region: mean_metric(runs, f"r_norm_{_key(region)}") for region in REGIONS})
+    return combine(parts, r_norm={region: mean_figure(runs, f"r_norm_{_key(region)}") for region in REGIONS})
 
 
 # -------------------------------------------------------------------------------------------------- task

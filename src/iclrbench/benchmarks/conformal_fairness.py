@@ -25,7 +25,7 @@ import numpy as np
 
 from iclrbench.algorithms.conformal_fairness import conformal as cp
 from iclrbench.core.algorithm import Algorithm
-from iclrbench.core.decision import Evidence, combine, compare_runs, empty, mean_metric, threshold
+from iclrbench.core.decision import Evidence, combine, compare_runs, empty, mean_figure, threshold
 from iclrbench.core.result import RunResult
 from iclrbench.core.seeding import rng_for
 from iclrbench.core.task import (
@@ -129,7 +129,7 @@ def judge_control(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any
         )
         figures[label] = {
             name: {
-                m: mean_metric(rs, m)
+                m: mean_figure(rs, m)
                 for m in ("fairness_violation", "satisfied_fraction", "coverage", "set_size")
             }
             for name, rs in runs.items()
@@ -188,10 +188,10 @@ def judge_size(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
         )
         figures[label] = {
             "set_size_price_over_split_cp": round(
-                mean_metric(fair, "set_size") - mean_metric(split, "set_size"), 4
+                mean_figure(fair, "set_size") - mean_figure(split, "set_size"), 4
             ),
-            "violation": {n: mean_metric(rs, "fairness_violation") for n, rs in runs.items()},
-            "set_size": {n: mean_metric(rs, "set_size") for n, rs in runs.items()},
+            "violation": {n: mean_figure(rs, "fairness_violation") for n, rs in runs.items()},
+            "set_size": {n: mean_figure(rs, "set_size") for n, rs in runs.items()},
         }
         if (
             precondition.verdict != "reproduced"

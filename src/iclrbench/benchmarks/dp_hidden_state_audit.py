@@ -41,7 +41,7 @@ from iclrbench.core.task import (
     RunRequest,
     Task,
     Verdict,
-    mean_metric,
+    mean_of_ok_runs,
     ok_runs,
 )
 from iclrbench.envs.dp_hidden_state_audit import DpAuditConfig, DpSgdGame
@@ -214,8 +214,8 @@ def judge_k(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
     }
     return decision.combine(
         parts,
-        tightness_k1=round(mean_metric(ok_runs(k1), "tightness"), 4),
-        tightness_k25=round(mean_metric(ok_runs(k25), "tightness"), 4),
+        tightness_k1=decision.mean_figure(k1, "tightness"),
+        tightness_k25=decision.mean_figure(k25, "tightness"),
         epsilon_upper=4.0,
     )
 
@@ -240,7 +240,7 @@ def judge_input(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]
         ),
     }
     means = {
-        name: round(mean_metric(ok_runs(g), "epsilon_lower"), 3)
+        name: round(mean_of_ok_runs(g, "epsilon_lower"), 3)
         for name, g in zip(("gc_r", "gc_s", "input"), groups, strict=False)
     }
     return decision.combine(parts, **{f"epsilon_lower_{k}": v for k, v in means.items()}, epsilon_upper=4.0)

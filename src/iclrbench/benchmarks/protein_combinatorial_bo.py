@@ -32,7 +32,7 @@ from iclrbench.core.task import (
     RunRequest,
     Task,
     Verdict,
-    mean_metric,
+    mean_of_ok_runs,
     ok_runs,
 )
 from iclrbench.envs.protein_combinatorial_bo import (
@@ -76,15 +76,15 @@ def judge_matches_exhaustive(groups: list[list[RunResult]]) -> tuple[Verdict, di
             fewer, ">=", 2.0, quantity="log10(exhaustive / gameopt acquisition evaluations)"
         ),
     }
-    best_g, best_e = mean_metric(gameopt, "best_fitness"), mean_metric(exhaustive, "best_fitness")
+    best_g, best_e = mean_of_ok_runs(gameopt, "best_fitness"), mean_of_ok_runs(exhaustive, "best_fitness")
     return decision.combine(
         parts,
         gameopt_best_fitness=round(best_g, 4),
         exhaustive_best_fitness=round(best_e, 4),
         best_ratio=round(best_g / best_e, 4) if best_e else None,
         fewer_evaluations_factor=round(
-            mean_metric(exhaustive, "acquisition_evaluations")
-            / mean_metric(gameopt, "acquisition_evaluations"),
+            mean_of_ok_runs(exhaustive, "acquisition_evaluations")
+            / mean_of_ok_runs(gameopt, "acquisition_evaluations"),
             1,
         ),
     )

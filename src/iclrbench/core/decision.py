@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from iclrbench.core.jsonsafe import finite
-from iclrbench.core.task import Verdict
+from iclrbench.core.task import Verdict, mean_of_ok_runs
 
 if TYPE_CHECKING:
     from iclrbench.core.result import RunResult
@@ -221,11 +221,10 @@ def metric_values(runs: Sequence[RunResult], metric: str) -> dict[int, float]:
     return {r.seed: float(r.metrics.get(metric, float("nan"))) for r in runs if r.status == "ok"}
 
 
-def mean_metric(runs: Sequence[RunResult], metric: str) -> float:
-    """The mean of ``metric`` over the successful runs, to 4 decimals (NaN without one): a figure a claim
-    reports beside its evidence, not evidence itself."""
-    values = list(metric_values(runs, metric).values())
-    return round(float(np.mean(values)), 4) if values else float("nan")
+def mean_figure(runs: Sequence[RunResult], metric: str) -> float:
+    """:func:`~iclrbench.core.task.mean_of_ok_runs` to 4 decimals: a figure a claim reports beside its
+    evidence (in ``measured``), not evidence itself."""
+    return round(mean_of_ok_runs(runs, metric), 4)
 
 
 def compare_runs(

@@ -194,9 +194,10 @@ def runs_where(groups: Sequence[Sequence[RunResult]], algorithm: str, **config: 
     ]
 
 
-def mean_metric(runs: Sequence[RunResult], metric: str) -> float:
-    """Mean of ``metric`` over ``runs`` (NaN where a run lacks it)."""
-    values = [r.metrics.get(metric, float("nan")) for r in runs]
+def mean_of_ok_runs(runs: Sequence[RunResult], metric: str) -> float:
+    """The mean of ``metric`` over the successful runs among ``runs``: NaN where such a run lacks it, and
+    NaN when none succeeded (failures are never averaged in)."""
+    values = [float(r.metrics.get(metric, float("nan"))) for r in ok_runs(runs)]
     return sum(values) / len(values) if values else float("nan")
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from iclrbench.core.algorithm import Algorithm
-from iclrbench.core.decision import combine, compare_runs, empty, mean_metric, metric_values
+from iclrbench.core.decision import combine, compare_runs, empty, mean_figure, metric_values
 from iclrbench.core.result import RunResult
 from iclrbench.core.seeding import seed_for
 from iclrbench.core.stats import stratified_bootstrap_ci
@@ -185,12 +185,12 @@ def judge_lowers_fd(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, A
         parts,
         paired_bootstrap_95=bootstrap,
         fd={
-            p: {a: mean_metric(runs_where(groups, a, parameterisation=p), "fd") for a in ("lpl", "no-lpl")}
+            p: {a: mean_figure(runs_where(groups, a, parameterisation=p), "fd") for a in ("lpl", "no-lpl")}
             for p in PARAMETERISATIONS
         },
         sample_accuracy={
             p: {
-                a: mean_metric(runs_where(groups, a, parameterisation=p), "sample_accuracy")
+                a: mean_figure(runs_where(groups, a, parameterisation=p), "sample_accuracy")
                 for a in ("lpl", "no-lpl")
             }
             for p in PARAMETERISATIONS
@@ -225,7 +225,7 @@ def judge_control(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any
         )
     }
     return combine(
-        parts, fd={"lpl-random-decoder": mean_metric(control, "fd"), "no-lpl": mean_metric(base, "fd")}
+        parts, fd={"lpl-random-decoder": mean_figure(control, "fd"), "no-lpl": mean_figure(base, "fd")}
     )
 
 
@@ -248,12 +248,12 @@ def judge_overhead(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, An
             lpl, base, "step_ms", "<", scale_b=2.0, quantity="step ms lpl - 2 x no-lpl"
         )
     }
-    ratio = mean_metric(lpl, "step_ms") / mean_metric(base, "step_ms")
+    ratio = mean_figure(lpl, "step_ms") / mean_figure(base, "step_ms")
     return combine(
         parts,
-        step_ms={"lpl": mean_metric(lpl, "step_ms"), "no-lpl": mean_metric(base, "step_ms")},
+        step_ms={"lpl": mean_figure(lpl, "step_ms"), "no-lpl": mean_figure(base, "step_ms")},
         overhead_ratio=round(float(ratio), 3),
-        lpl_share=mean_metric(lpl, "lpl_share"),
+        lpl_share=mean_figure(lpl, "lpl_share"),
     )
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from iclrbench.core.algorithm import Algorithm
-from iclrbench.core.decision import combine, compare_runs, empty, mean_metric
+from iclrbench.core.decision import combine, compare_runs, empty, mean_figure
 from iclrbench.core.result import RunResult
 from iclrbench.core.task import (
     Budget,
@@ -197,10 +197,10 @@ def judge_penalty(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any
     }
     return combine(
         parts,
-        loss_spike={n: mean_metric(r, "loss_spike") for n, r in fault.items()},
-        flagged={n: mean_metric(r, "flagged") for n, r in fault.items()},
-        val_loss_clean={n: mean_metric(r, "val_loss") for n, r in clean.items()},
-        val_loss_fault={n: mean_metric(r, "val_loss") for n, r in fault.items()},
+        loss_spike={n: mean_figure(r, "loss_spike") for n, r in fault.items()},
+        flagged={n: mean_figure(r, "flagged") for n, r in fault.items()},
+        val_loss_clean={n: mean_figure(r, "val_loss") for n, r in clean.items()},
+        val_loss_fault={n: mean_figure(r, "val_loss") for n, r in fault.items()},
     )
 
 
@@ -221,9 +221,9 @@ def judge_straggler(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, A
     }
     return combine(
         parts,
-        time_to_target={n: mean_metric(r, "time_to_target") for n, r in runs.items()},
-        reached_target={n: mean_metric(r, "reached_target") for n, r in runs.items()},
-        val_loss={n: mean_metric(r, "val_loss") for n, r in runs.items()},
+        time_to_target={n: mean_figure(r, "time_to_target") for n, r in runs.items()},
+        reached_target={n: mean_figure(r, "reached_target") for n, r in runs.items()},
+        val_loss={n: mean_figure(r, "val_loss") for n, r in runs.items()},
     )
 
 
@@ -242,7 +242,7 @@ def judge_bytes(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]
     ddp = np.mean([r.metrics["kb_per_step"] for r in runs["ddp"]])
     tau = runs["ddp"][0].config["tau"]
     ratios = {
-        m: round(float(ddp / mean_metric(runs[m], "kb_per_step")), 3) for m in LOCAL_METHODS if runs.get(m)
+        m: round(float(ddp / mean_figure(runs[m], "kb_per_step")), 3) for m in LOCAL_METHODS if runs.get(m)
     }
     if len(ratios) < len(LOCAL_METHODS):
         return empty("a local-SGD method has no run", ratios=ratios)
@@ -253,7 +253,7 @@ def judge_bytes(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]
         "ratios": ratios,
         "worst_ratio": round(worst, 3),
         "ddp_kb_per_step": round(float(ddp), 2),
-        "control_kb": {m: mean_metric(runs[m], "control_kb") for m in LOCAL_METHODS},
+        "control_kb": {m: mean_figure(runs[m], "control_kb") for m in LOCAL_METHODS},
     }
 
 
@@ -309,7 +309,7 @@ class LocalSGDTask(Task):
     )
     protocol = "DistributedTrainer: sync_spec() -> SyncSpec (plain data every worker follows)"
     requires = Requirement("local-sgd", ("torch",))
-    algorithm_modules = ("iclrbench.algorithms.local_sgd_training",)
+    algorithm_modules = ("iclrbench.algorithms.local_sgd_training", "iclrbench.baselines.local_sgd_training")
     claims = (
         Claim(
             "penalty-stops-spikes",

@@ -38,7 +38,7 @@ from iclrbench.core.task import (
     RunRequest,
     Task,
     Verdict,
-    mean_metric,
+    mean_of_ok_runs,
     ok_runs,
 )
 from iclrbench.envs.symmetric_crystal_generation import (
@@ -172,15 +172,15 @@ def _symmetry_parts(symm: list[RunResult], plain: list[RunResult], d_sg_part: An
 def _floor_figures(symm: list[RunResult], plain: list[RunResult], replay: list[RunResult]) -> dict[str, Any]:
     return {
         "d_sg": {
-            "symmcd": round(mean_metric(symm, "d_sg"), 4),
-            "diffcsp-p1": round(mean_metric(plain, "d_sg"), 4),
+            "symmcd": decision.mean_figure(symm, "d_sg"),
+            "diffcsp-p1": decision.mean_figure(plain, "d_sg"),
         },
-        "d_sg_floor": round(mean_metric(symm, "d_sg_floor"), 4),
+        "d_sg_floor": decision.mean_figure(symm, "d_sg_floor"),
         "d_sg_floor_range": [
-            round(mean_metric(symm, "d_sg_floor_low"), 4),
-            round(mean_metric(symm, "d_sg_floor_high"), 4),
+            decision.mean_figure(symm, "d_sg_floor_low"),
+            decision.mean_figure(symm, "d_sg_floor_high"),
         ],
-        "train_replay_d_sg": round(mean_metric(replay, "d_sg"), 4) if replay else None,
+        "train_replay_d_sg": decision.mean_figure(replay, "d_sg") if replay else None,
     }
 
 
@@ -194,7 +194,7 @@ def judge_symmetry(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, An
     symm, plain = ok_runs(groups[0]), ok_runs(groups[1])
     replay = ok_runs(groups[2]) if len(groups) > 2 else []
     figures = _floor_figures(symm, plain, replay)
-    floor = mean_metric(symm, "d_sg_floor")
+    floor = mean_of_ok_runs(symm, "d_sg_floor")
     if floor > PAPER_D_SG:
         return decision.empty(
             f"the data's d_sg floor {floor:.3f} (a perfect generator, {len(symm)} seeds) exceeds the paper's "
@@ -237,7 +237,7 @@ def judge_validity(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, An
         )
         for name, runs in (("symmcd", symm), ("diffcsp_p1", plain))
     }
-    chance_level = round(mean_metric(chance, "structural_validity"), 4) if chance else None
+    chance_level = decision.mean_figure(chance, "structural_validity") if chance else None
     return decision.combine(parts, chance_structural_validity=chance_level)
 
 
