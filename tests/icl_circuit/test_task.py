@@ -1,6 +1,6 @@
-"""icl-circuit through the task, the runner and the CLI at smoke (a d=64 subject trained 300 steps, cached
-once per test session): every metric, the invariants of an ablation, determinism, the below-chance gate,
-bad input as one line and exit 2, the claim judges saying yes, no and inconclusive, and the SmolLM2
+"""icl-circuit through the runner and the CLI at smoke (a d=64 subject trained 300 steps, cached once per
+test session): every metric, the invariants of an ablation, determinism, the below-chance gate, layers
+the subject does not have refused, the claim judges saying yes, no and inconclusive, and the SmolLM2
 subject's masks cutting exactly the links they name."""
 
 from __future__ import annotations
@@ -17,12 +17,9 @@ from iclrbench.benchmarks.icl_circuit import (
     judge_encode,
     judge_to_chance,
 )
-from iclrbench.core import catalog
-from iclrbench.core import config as cfg
 from iclrbench.core.result import RunResult
-from iclrbench.core.task import Outcome
-from iclrbench.testing import fake_runs
-from tests.conftest import BenchRunner
+from iclrbench.testing import RunFailed, evaluate_once, fake_runs
+from tests.conftest import Refused
 
 TASK = "icl-circuit"
 if IclCircuitTask.unavailable():
@@ -30,20 +27,12 @@ if IclCircuitTask.unavailable():
 DECLARED = {m.name for m in IclCircuitTask.metrics}
 
 
-def run(name: str, seed: int = 0, params: dict | None = None, **overrides: object) -> Outcome:
-    task = IclCircuitTask()
-    config = task.make_config("smoke", dict(overrides))
-    cls = catalog.get_algorithm(TASK, name)
-    algorithm = cls(cfg.build(cls.Params, params or {}), config, np.random.default_rng(seed))
-    return task.evaluate(algorithm, config, seed)
-
-
 @pytest.fixture(scope="module")
-def outcomes() -> dict[str, Outcome]:
-    return {name: run(name) for name in ("none", "yi-to-sq", "random-control")}
+def outcomes() -> dict[str, RunResult]:
+    return {name: evaluate_once(TASK, name) for name in ("none", "yi-to-sq", "random-control")}
 
 
-def test_runs_report_every_declared_metric_in_range(outcomes: dict[str, Outcome]) -> None:
+def test_runs_report_every_declared_metric_in_range(outcomes: dict[str, RunResult]) -> None:
     for name, outcome in outcomes.items():
         m = outcome.metrics
         assert set(m) == DECLARED, name
@@ -60,45 +49,37 @@ def test_runs_report_every_declared_metric_in_range(outcomes: dict[str, Outcome]
         }
 
 
-def test_no_mask_changes_nothing(outcomes: dict[str, Outcome]) -> None:
+def test_no_mask_changes_nothing(outcomes: dict[str, RunResult]) -> None:
     none = outcomes["none"].metrics
     assert none["accuracy"] == none["unablated_accuracy"] and none["accuracy_drop"] == 0.0
     # every algorithm sees the same episodes for a seed: the same unablated accuracy
     assert {o.metrics["unablated_accuracy"] for o in outcomes.values()} == {none["unablated_accuracy"]}
-    masked_nowhere = run("yi-to-sq", layers="none")
+    masked_nowhere = evaluate_once(TASK, "yi-to-sq", layers="none")
     assert masked_nowhere.metrics["accuracy_drop"] == 0.0
 
 
-def test_the_same_seed_gives_the_same_run(outcomes: dict[str, Outcome]) -> None:
-    again = run("random-control")
+def test_the_same_seed_gives_the_same_run(outcomes: dict[str, RunResult]) -> None:
+    again = evaluate_once(TASK, "random-control")
     for key, value in outcomes["random-control"].metrics.items():
         if key != "seconds":
             assert again.metrics[key] == value, key
-    other = run("random-control", seed=1)  # other episodes, other random links
+    other = evaluate_once(TASK, "random-control", seed=1)  # other episodes, other random links
     changed = [k for k, v in other.metrics.items() if v != outcomes["random-control"].metrics[k]]
     assert {"kernel_alignment_rise", "merge_attention", "correct_induction"} & set(changed)
 
 
 def test_an_untrained_subject_is_not_analysed() -> None:
-    with pytest.raises(BelowChance, match="does not beat chance"):
-        run("none", train_steps=10, min_above_chance=0.5)
+    with pytest.raises(RunFailed, match=f"{BelowChance.__name__}: .*does not beat chance"):
+        evaluate_once(TASK, "none", train_steps=10, min_above_chance=0.5)
 
 
 @pytest.mark.parametrize(
-    ("args", "needle"),
-    [
-        (["yi-to-sq", "--set", "layers=0-7"], "layers 0-7: the tiny model has layers 0-3"),
-        (["yi-to-sq", "--set", "layers=top"], "layers"),
-        (["yi-to-sq", "--set", "k=0"], "k"),
-        (["random-control", "--set", "random-control.like=yi_to_xq"], "like"),
-        (["yi-to-xq"], "yi-to-sq"),  # did you mean
-    ],
+    ("layers", "needle"),
+    [("0-7", "layers 0-7: the tiny model has layers 0-3"), ("top", "layers")],
 )
-def test_bad_input_is_one_line_and_exit_2(
-    bench: BenchRunner, db: object, args: list[str], needle: str
-) -> None:
-    code, _, err = bench("run", TASK, *args, "--budget", "smoke", "--seeds", "0", "--db", db)
-    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+def test_layers_the_subject_does_not_have_are_refused(refused: Refused, layers: str, needle: str) -> None:
+    error = refused("run", TASK, "yi-to-sq", "--set", f"layers={layers}", "--budget", "smoke", "--seeds", "0")
+    assert needle in error
 
 
 # ------------------------------------------------------------------------------------------------ judges
