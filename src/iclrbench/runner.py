@@ -398,6 +398,17 @@ def _weights(chunks: Sequence[Sequence[RunSpec]]) -> dict[tuple[str, str], int]:
     return out
 
 
+def _store(store: ResultStore, result: RunResult) -> None:
+    """Store ``result``, except a failure over a finished run: a ``--force`` redo that fails (a timeout
+    too short, a crash) must never delete the good result, so the ok row stays and the failure says so."""
+    if result.status != "ok":
+        stored = store.get(result.key)
+        if stored is not None and stored.status == "ok":
+            result.error = f"{result.error} (not stored: the finished run {stored.run_id} is kept)"
+            return
+    store.put(result)
+
+
 @dataclasses.dataclass
 class SweepReport:
     results: list[RunResult]
@@ -475,7 +486,7 @@ def run_specs(
                 for spec, result in zip(chunk, results, strict=True):
                     result.provenance["attempt"] = attempt
                     result.provenance["executor"] = pool.name
-                    store.put(result)
+                    _store(store, result)
                     if result.status != "ok" and attempt <= retries:
                         again.append([spec])
                         continue

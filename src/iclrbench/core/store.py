@@ -21,7 +21,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
+import stat
+import sys
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Iterable, Iterator
@@ -41,8 +45,13 @@ BUSY_TIMEOUT_MS = 30_000
 SQLITE_HEADER = b"SQLite format 3\x00"
 #: how long opening waits for another process that is creating the same file's schema
 INIT_PATIENCE_S = 60.0
+#: how long a reader waits for a file that another process is creating
+READER_PATIENCE_S = 5.0
 #: companion files SQLite keeps next to a database (never an output either)
 _COMPANIONS = ("", "-wal", "-shm", "-journal")
+#: the first bytes of a write-ahead log (two byte orders) and of a rollback journal
+_WAL_MAGICS = (bytes.fromhex("377f0682"), bytes.fromhex("377f0683"))
+_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
 
 _CLAIMS_TABLE = """CREATE TABLE IF NOT EXISTS claims (
     task TEXT NOT NULL, claim_id TEXT NOT NULL, budget TEXT NOT NULL,
@@ -131,13 +140,35 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+def _is_sqlite_file(path: Path) -> bool | None:
+    """Whether ``path`` is an SQLite database or one's ``-wal`` / ``-shm`` / ``-journal`` (by its first
+    bytes, or by its name beside a database); ``None`` when it cannot be read to tell."""
+    for suffix in _COMPANIONS[1:]:
+        if path.name.endswith(suffix):
+            base = path.with_name(path.name[: -len(suffix)])
+            try:
+                if base.is_file() and _head(base) == SQLITE_HEADER:
+                    return True
+            except OSError:
+                return None
+    try:
+        if path.stat().st_size == 0:
+            return False  # an empty file holds nothing to lose
+        head = _head(path)
+    except OSError:
+        return None
+    return head == SQLITE_HEADER or head[:4] in _WAL_MAGICS or head[:8] == _JOURNAL_MAGIC
+
+
 def refuse_overwrite(
     target: str | os.PathLike[str], store: str | os.PathLike[str] | None, option: str
 ) -> None:
     """Raise :class:`UserError` if writing ``target`` could replace the results store ``store`` (or its
-    ``-wal``/``-shm``/``-journal``) or any SQLite database, however the file is named: another
-    spelling, a symbolic link or a hard link to it (``os.path.samefile``), or a different database
-    altogether (its first 16 bytes are the SQLite header)."""
+    ``-wal``/``-shm``/``-journal``) or any SQLite database or its companion files, however the file is
+    named: another spelling, a symbolic link or a hard link to it (``os.path.samefile``), a different
+    database altogether (its first bytes), or a ``-wal`` / ``-shm`` / ``-journal`` beside one (overwriting
+    a database's un-checkpointed log loses its committed transactions; a hot journal's, makes its crashed
+    writes permanent). A file whose first bytes cannot be read is refused too, unless it is empty."""
     target_path = Path(target)
     if store is not None:
         for suffix in _COMPANIONS:
@@ -152,12 +183,18 @@ def refuse_overwrite(
                     f"{option} {target}: that is the results store {store}{suffix}; refusing to overwrite it"
                 )
     if target_path.is_file():
-        try:
-            head = _head(target_path)
-        except OSError:
-            return  # unreadable: the write itself will fail with its own message
-        if head == SQLITE_HEADER:
-            raise UserError(f"{option} {target}: is an SQLite database; refusing to overwrite it")
+        verdict = _is_sqlite_file(target_path)
+        if verdict is None:
+            raise UserError(
+                f"{option} {target}: cannot be read to check that it is not a database; "
+                "refusing to overwrite it"
+            )
+        if verdict:
+            raise UserError(
+                f"{option} {target}: is an SQLite database or one's journal; refusing to overwrite it"
+            )
+    elif target_path.name.endswith(_COMPANIONS[1:]) and _is_sqlite_file(target_path):
+        raise UserError(f"{option} {target}: is the journal of an SQLite database; refusing to write it")
 
 
 class ResultStore:
@@ -174,6 +211,9 @@ class ResultStore:
     ) -> None:
         self.path = resolve_path(path)
         self.readonly = readonly
+        self._copy_dir: tempfile.TemporaryDirectory[str] | None = None
+        #: run ids of rows that could not be read (broken JSON), each reported once on stderr
+        self.unreadable: set[int] = set()
         self._conn = self._open_readonly() if readonly else self._open(create)
 
     # opening ------------------------------------------------------------------------------------
@@ -186,6 +226,12 @@ class ResultStore:
             if must_exist:
                 raise UserError(f"no results database at {path} (run 'bench run' first or pass --db)")
             return False
+        try:
+            mode = path.stat().st_mode
+        except OSError as exc:
+            raise UserError(f"--db {path}: cannot read ({exc.strerror})") from None
+        if not stat.S_ISREG(mode):  # a FIFO or a device would block or stream, never hold runs
+            raise UserError(f"--db {path}: not a regular file (a pipe, socket or device); left untouched")
         try:
             head = _head(path)
         except OSError as exc:
@@ -321,12 +367,41 @@ class ResultStore:
             raise UserError(f"--db {self.path}: cannot upgrade the results file ({exc})") from None
 
     def _open_readonly(self) -> sqlite3.Connection:
-        """Open for reading only; nothing is written, not even ``-wal``/``-shm`` in a read-only folder."""
+        """Open for reading only; nothing is written, not even ``-wal``/``-shm`` in a read-only folder.
+
+        A file another process is creating right now (empty, or SQLite without our schema yet) is waited
+        for up to :data:`READER_PATIENCE_S`, then named as such.
+        """
         self._check_file(must_exist=True)
-        uri = "file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro"
+        path = self._readable_path()
+        uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
         # mode=ro still needs the -shm file of a WAL database, which a read-only folder cannot get;
-        # then immutable=1 reads the main file alone (in a read-only folder no writer can be running)
+        # then immutable=1 reads the main file alone (in a read-only folder no writer can be running, and
+        # a -wal left there was copied out with its database above)
         attempts = [uri, uri + "&immutable=1"]
+        deadline = time.monotonic() + READER_PATIENCE_S
+        while True:
+            conn, app_id, tables, error = self._first_readable(attempts)
+            if conn is None:
+                raise UserError(f"--db {self.path}: not a readable results database ({error})")
+            if app_id == APPLICATION_ID:
+                return conn
+            conn.close()
+            if app_id != 0 or tables:
+                raise UserError(
+                    f"--db {self.path}: an SQLite file that is not an iclrbench results database; untouched"
+                )
+            if time.monotonic() >= deadline:
+                raise UserError(
+                    f"--db {self.path}: an empty results file, perhaps being created by another bench "
+                    "process; try again once it has stored a run"
+                )
+            time.sleep(0.05)
+
+    @staticmethod
+    def _first_readable(
+        attempts: list[str],
+    ) -> tuple[sqlite3.Connection | None, int, set[str], Exception | None]:
         error: Exception | None = None
         for candidate in attempts:
             conn = None
@@ -334,22 +409,40 @@ class ResultStore:
                 conn = sqlite3.connect(
                     candidate, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
                 )
-                app_id, _tables = _identity(conn)
+                app_id, tables = _identity(conn)
             except sqlite3.DatabaseError as exc:
                 if conn is not None:
                     conn.close()  # the failed attempt's handle, before the next one
                 error = exc
                 continue
-            if app_id != APPLICATION_ID:
-                conn.close()
-                raise UserError(
-                    f"--db {self.path}: an SQLite file that is not an iclrbench results database; untouched"
-                )
-            return conn
-        raise UserError(f"--db {self.path}: not a readable results database ({error})")
+            return conn, app_id, tables, None
+        return None, 0, set(), error
+
+    def _readable_path(self) -> Path:
+        """The file to read: the store itself, or -- when it has a ``-wal`` but no ``-shm`` in a folder
+        that cannot be written -- a private copy of both, in which SQLite can replay the log (read in
+        place, such a store shows only its checkpointed runs; committed runs would go missing)."""
+        wal, shm = Path(f"{self.path}-wal"), Path(f"{self.path}-shm")
+        folder = self.path.parent if str(self.path.parent) else Path(".")
+        try:
+            has_log = wal.is_file() and wal.stat().st_size > 0
+        except OSError:
+            has_log = False
+        if not has_log or shm.exists() or os.access(folder, os.W_OK):
+            return self.path
+        self._copy_dir = tempfile.TemporaryDirectory(prefix="iclrbench-read-")
+        copy = Path(self._copy_dir.name) / self.path.name
+        try:
+            shutil.copyfile(self.path, copy)
+            shutil.copyfile(wal, Path(f"{copy}-wal"))
+        except OSError as exc:
+            raise UserError(f"--db {self.path}: cannot read its write-ahead log ({exc.strerror})") from None
+        return copy
 
     def close(self) -> None:
         self._conn.close()
+        if self._copy_dir is not None:
+            self._copy_dir.cleanup()
 
     def __enter__(self) -> ResultStore:
         return self
@@ -365,11 +458,17 @@ class ResultStore:
             raise UserError(f"--db {self.path}: results file is locked or read-only ({exc})") from None
         try:
             yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        else:
             self._conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:  # disk full, I/O error, a damaged page
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise UserError(
+                f"--db {self.path}: cannot write the results file ({exc}); every run stored before is intact"
+            ) from None
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
 
     # runs ---------------------------------------------------------------------------------------
     def put(self, result: RunResult) -> int:
@@ -413,8 +512,10 @@ class ResultStore:
         return cursor.rowcount
 
     def get(self, key: str) -> RunResult | None:
-        row = self._conn.execute("SELECT * FROM runs WHERE run_key = ?", (key,)).fetchone()
-        return None if row is None else self._to_result(row)
+        """The run stored under ``key``; ``None`` when there is none, or when its row is unreadable (it is
+        reported, and a new result replaces it)."""
+        rows = self._select("SELECT * FROM runs WHERE run_key = ?", (key,))
+        return rows[0] if rows else None
 
     def get_run(
         self, task: str, version: int, config_hash: str, algorithm: str, params_hash: str, seed: int
@@ -422,8 +523,10 @@ class ResultStore:
         return self.get(run_key(task, version, config_hash, algorithm, params_hash, seed))
 
     def by_id(self, run_id: int) -> RunResult | None:
-        row = self._conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return None if row is None else self._to_result(row)
+        rows = self._select("SELECT * FROM runs WHERE run_id = ?", (run_id,), report=False)
+        if not rows and run_id in self.unreadable:
+            raise UserError(f"run {run_id} in {self.path} is unreadable (its stored JSON is broken)")
+        return rows[0] if rows else None
 
     def runs(self, task: str | None = None, status: str | None = None) -> list[RunResult]:
         sql, args = "SELECT * FROM runs WHERE 1 = 1", []
@@ -433,10 +536,39 @@ class ResultStore:
         if status is not None:
             sql += " AND status = ?"
             args.append(status)
-        return [self._to_result(r) for r in self._conn.execute(sql + " ORDER BY run_id", args)]
+        return self._select(sql + " ORDER BY run_id", args)
 
     def count(self) -> int:
-        return int(self._conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+        try:
+            return int(self._conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"--db {self.path}: the results file is damaged ({exc})") from None
+
+    def _select(self, sql: str, args: Iterable[Any] = (), *, report: bool = True) -> list[RunResult]:
+        """The runs ``sql`` selects; a row that cannot be read (broken JSON, wrong fields) is left out and
+        (``report``) named once on stderr; a damaged file (a malformed page) is one line, never a
+        traceback."""
+        out, bad = [], []
+        try:
+            for row in self._conn.execute(sql, tuple(args)):
+                try:
+                    out.append(self._to_result(row))
+                except (ValueError, TypeError, KeyError):
+                    bad.append(int(row[0]))
+        except sqlite3.DatabaseError as exc:
+            raise UserError(
+                f"--db {self.path}: the results file is damaged ({exc}); 'sqlite3 {self.path} .recover' can "
+                "save its readable rows into a new file"
+            ) from None
+        new = sorted(set(bad) - self.unreadable)
+        self.unreadable.update(new)
+        if new and report:
+            shown = ", ".join(map(str, new[:10])) + (f" and {len(new) - 10} more" if len(new) > 10 else "")
+            print(
+                f"bench: skipped {len(new)} unreadable run(s) in {self.path} (run id {shown})",
+                file=sys.stderr,
+            )
+        return out
 
     def _to_result(self, row: Iterable[Any]) -> RunResult:
         names = ["run_id", *_COLUMNS]
@@ -483,24 +615,32 @@ class ResultStore:
             sql += " WHERE task = ?"
             args.append(task)
         order = " ORDER BY task, claim_id, budget" + (", task_version, config_hash" if versioned else "")
-        rows = self._conn.execute(sql + order, args).fetchall()
-        results = [
-            (
-                created,
-                ClaimResult(
-                    task=t,
-                    id=i,
-                    statement=s,
-                    verdict=v,
-                    measured=json.loads(m),
-                    budget=b,
-                    task_version=int(tv),
-                    config_hash=ch,
-                    claim_version=int(cv),
-                ),
+        try:
+            rows = self._conn.execute(sql + order, args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise UserError(f"--db {self.path}: the results file is damaged ({exc})") from None
+        results = []
+        for t, i, s, v, m, b, tv, ch, cv, created in rows:
+            try:
+                measured = json.loads(m)
+            except ValueError:  # a verdict whose figures cannot be read is no verdict
+                continue
+            results.append(
+                (
+                    created,
+                    ClaimResult(
+                        task=t,
+                        id=i,
+                        statement=s,
+                        verdict=v,
+                        measured=measured,
+                        budget=b,
+                        task_version=int(tv),
+                        config_hash=ch,
+                        claim_version=int(cv),
+                    ),
+                )
             )
-            for t, i, s, v, m, b, tv, ch, cv, created in rows
-        ]
         if all_versions:
             return [c for _, c in results]
         return _current_claims(results)

@@ -1,0 +1,238 @@
+"""Nothing lost, round two (issue 37): file-system faults and odd inputs that lost runs, hung or printed a
+traceback. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from iclrbench.core import store as store_module
+from iclrbench.core.errors import UserError
+from iclrbench.core.store import ResultStore, refuse_overwrite
+from iclrbench.testing import fake_runs
+from tests.conftest import TASK, BenchRunner
+
+SMOKE_RUN = ("--seeds", "0,1", "--budget", "smoke", "--set", "horizon=100")
+
+
+@pytest.fixture
+def stored(bench: BenchRunner, tmp_path: Path) -> Path:
+    db = tmp_path / "runs.sqlite"
+    code, _, err = bench("run", TASK, "random-price", *SMOKE_RUN, "--db", db)
+    assert code == 0, err
+    return db
+
+
+def _rows(db: Path) -> list[tuple[int, str]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT run_id, status FROM runs ORDER BY run_id").fetchall()
+
+
+def _one_line(err: str) -> None:
+    assert "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+# 1 ------------------------------------------------------------------------------------ a failed --force
+def test_a_failed_force_redo_keeps_the_finished_run(bench: BenchRunner, stored: Path) -> None:
+    before = _rows(stored)
+    _code, out, _err = bench(
+        "run",
+        TASK,
+        "random-price",
+        *SMOKE_RUN,
+        "--db",
+        stored,
+        "--force",
+        "--timeout",
+        "0.001",
+        "--format",
+        "json",
+    )
+    records = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert records and all(r["status"] == "failed" for r in records), out
+    assert all("is kept" in r["error"] for r in records)
+    after = _rows(stored)
+    assert [s for _, s in after] == ["ok", "ok"] and after == before
+
+
+# 3, 4 ------------------------------------------------------------------------------ the output guard
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_another_databases_companion_files_are_never_outputs(tmp_path: Path, suffix: str) -> None:
+    other = tmp_path / "other.sqlite"
+    sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.close()
+    companion = Path(f"{other}{suffix}")
+    companion.write_bytes(b"committed but not checkpointed")
+    with pytest.raises(UserError, match="refusing"):
+        refuse_overwrite(companion, None, "--output")
+    companion.unlink()
+    with pytest.raises(UserError, match="refusing"):  # not there yet: writing it would still be read as one
+        refuse_overwrite(companion, None, "--output")
+
+
+def test_a_wal_or_journal_is_known_by_its_first_bytes(tmp_path: Path) -> None:
+    wal = tmp_path / "renamed.log"
+    wal.write_bytes(bytes.fromhex("377f0682") + b"\0" * 60)
+    with pytest.raises(UserError, match="refusing"):
+        refuse_overwrite(wal, None, "--html")
+    journal = tmp_path / "renamed.bak"
+    journal.write_bytes(bytes.fromhex("d9d505f920a163d7") + b"\0" * 60)
+    with pytest.raises(UserError, match="refusing"):
+        refuse_overwrite(journal, None, "--html")
+    plain = tmp_path / "plain.csv"
+    plain.write_text("a,b\n")
+    refuse_overwrite(plain, None, "--output")  # an ordinary file may be replaced
+
+
+def test_a_file_whose_header_cannot_be_read_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "mode-0200.csv"
+    target.write_bytes(b"SQLite format 3\x00" + b"\0" * 100)
+
+    def unreadable(path: Path) -> bytes:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(store_module, "_head", unreadable)  # what mode 0200 does to a non-root user
+    with pytest.raises(UserError, match="cannot be read"):
+        refuse_overwrite(target, None, "--output")
+
+
+# 6 ---------------------------------------------------------------------- -wal without -shm, read-only
+@pytest.fixture
+def read_only_mount() -> Iterator[Path]:
+    """A folder on its own tmpfs, remounted read-only once filled: what a non-root user meets in a folder
+    without write permission, enforced for root too (EROFS)."""
+    folder = Path(tempfile.mkdtemp(prefix="iclrbench-ro-"))
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(folder)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        folder.rmdir()
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+        folder.rmdir()
+
+
+def test_a_read_only_folder_with_a_log_but_no_shm_reads_every_committed_run(
+    tmp_path: Path, read_only_mount: Path
+) -> None:
+    db = tmp_path / "runs.sqlite"
+    writer = ResultStore(db)
+    writer._conn.execute("PRAGMA wal_autocheckpoint = 0")  # the runs stay in the log
+    writer.put_many(fake_runs(TASK, "random-price", range(5), {"regret": 1.0}))
+    writer._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # 5 runs in the main file ...
+    writer.put_many(fake_runs(TASK, "random-price", range(5, 23), {"regret": 1.0}))  # ... 18 in the log
+    for suffix in ("", "-wal"):  # no -shm: a store copied off a machine, or its writer crashed
+        Path(f"{read_only_mount}/runs.sqlite{suffix}").write_bytes(Path(f"{db}{suffix}").read_bytes())
+    writer.close()
+    subprocess.run(["mount", "-o", "remount,ro", str(read_only_mount)], check=True)
+    with ResultStore(read_only_mount / "runs.sqlite", readonly=True) as reader:
+        assert len(reader.runs()) == 23
+
+
+# 7 ------------------------------------------------------------------------------------ a FIFO as --db
+@pytest.mark.parametrize(
+    "command", [["leaderboard"], ["export", "--format", "csv"], ["show", "1"], ["run", TASK, "random-price"]]
+)
+def test_a_fifo_as_the_store_is_one_line_not_a_hang(tmp_path: Path, command: list[str]) -> None:
+    fifo = tmp_path / "runs.sqlite"
+    os.mkfifo(fifo)
+    out = subprocess.run(
+        [sys.executable, "-m", "iclrbench.cli", *command, "--db", str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "not a regular file" in out.stderr
+    _one_line(out.stderr)
+
+
+# 8 ---------------------------------------------------------------------------- broken rows, bad pages
+def test_a_row_with_broken_json_is_named_and_the_rest_shown(bench: BenchRunner, stored: Path) -> None:
+    with sqlite3.connect(stored) as conn:
+        conn.execute("UPDATE runs SET metrics = '{\"regret\": ' WHERE run_id = 1")
+    for command in (["leaderboard"], ["export", "--format", "csv"]):
+        code, _out, err = bench(*command, "--db", stored)
+        assert code == 0, err
+        assert "skipped 1 unreadable run(s)" in err and "run id 1" in err
+        _one_line(err)
+    code, _, err = bench("show", "1", "--db", stored)
+    assert code == 2 and "unreadable" in err
+    _one_line(err)
+    code, _, err = bench("run", TASK, "random-price", *SMOKE_RUN, "--db", stored)
+    assert code == 0, err  # the unreadable run is redone and replaces the broken row
+    assert [s for _, s in _rows(stored)] == ["ok", "ok"]
+
+
+def test_a_file_damaged_in_its_middle_pages_is_one_line(bench: BenchRunner, tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    with ResultStore(db) as s:
+        runs = fake_runs(TASK, "random-price", range(200), {"regret": 1.0})
+        for r in runs:
+            r.notes = "x" * 2000  # enough rows for many pages
+        s.put_many(runs)
+    sqlite3.connect(db).execute("PRAGMA wal_checkpoint(TRUNCATE)").connection.close()
+    data = bytearray(db.read_bytes())
+    middle = len(data) // 2 // 4096 * 4096
+    data[middle : middle + 4096] = os.urandom(4096)
+    db.write_bytes(bytes(data))
+    for command in (["leaderboard"], ["export", "--format", "csv"]):
+        code, _, err = bench(*command, "--db", db)
+        assert code == 2, err
+        assert "damaged" in err
+        _one_line(err)
+
+
+# 9 ---------------------------------------------------------------------------------------- disk full
+def test_a_full_disk_is_one_line_and_the_store_stays_intact(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    with ResultStore(db) as s:
+        s.put_many(fake_runs(TASK, "random-price", range(3), {"regret": 1.0}))
+        pages = s._conn.execute("PRAGMA page_count").fetchone()[0]
+        s._conn.execute(f"PRAGMA max_page_count = {pages}")  # SQLITE_FULL at the next new page
+        big = fake_runs(TASK, "random-price", [99], {"regret": 1.0})[0]
+        big.notes = "x" * 200_000
+        with pytest.raises(UserError, match="every run stored before is intact") as caught:
+            s.put(big)
+        assert "\n" not in str(caught.value)
+    assert len(_rows(db)) == 3
+
+
+# 14 --------------------------------------------------------------------- a reader racing the creator
+def test_a_reader_of_a_file_being_created_waits_for_it(tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    db.touch()  # what a reader sees between the first writer's open() and its schema
+
+    def create() -> None:
+        time.sleep(0.3)
+        with ResultStore(db) as s:
+            s.put_many(fake_runs(TASK, "random-price", [0], {"regret": 1.0}))
+
+    writer = threading.Thread(target=create)
+    writer.start()
+    with ResultStore(db, readonly=True) as reader:
+        assert reader.count() in (0, 1)
+    writer.join()
+
+
+def test_a_reader_of_a_file_nobody_creates_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_module, "READER_PATIENCE_S", 0.2)
+    db = tmp_path / "runs.sqlite"
+    db.touch()
+    with pytest.raises(UserError, match="being created by another bench process"):
+        ResultStore(db, readonly=True)
