@@ -10,7 +10,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from iclrbench.algorithms.local_sgd_training import EDiT, SynchronousDDP
+from iclrbench.algorithms.local_sgd_training import EDiT
+from iclrbench.baselines.local_sgd_training import SynchronousDDP
 from iclrbench.benchmarks.local_sgd_training import LocalSGDTask, launch
 from iclrbench.core import config as cfg
 

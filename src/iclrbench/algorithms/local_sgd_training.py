@@ -1,7 +1,7 @@
-"""local-sgd-training's methods: EDiT and A-EDiT (Cheng et al., ICLR 2025) and the local-SGD family they are
-compared with. Each algorithm is declarative: its parameters become a :class:`SyncSpec` (plain data) that
-every worker process (:mod:`iclrbench.benchmarks.local_sgd_training.worker`) turns into the same sync
-schedule.
+"""local-sgd-training's methods: EDiT and A-EDiT (Cheng et al., ICLR 2025); the local-SGD family they are
+compared with is in :mod:`iclrbench.baselines.local_sgd_training`. Each algorithm is declarative: its
+parameters become a :class:`SyncSpec` (plain data) that every worker process
+(:mod:`iclrbench.benchmarks.local_sgd_training.worker`) turns into the same sync schedule.
 
 EDiT (section 3): after ``warmup_steps`` fully synchronous steps, workers take ``tau`` local AdamW steps,
 then sync *layer by layer* in forward pre-hooks (the paper overlaps each layer's sync with the forward
@@ -189,64 +189,3 @@ class AEDiT(DistributedTrainer):
             min_total_steps=p.min_total_steps or tau,
             step_weight=p.step_weight,
         )
-
-
-@dataclasses.dataclass(frozen=True)
-class DiLoCoParams:
-    warmup_steps: int = param(-1, "synchronous warm-up steps (-1: the task's warmup_steps)", low=-1)
-    tau: int = param(0, "local steps between syncs (0: the task's tau)", low=0)
-    outer_lr: float = param(0.7, "outer Nesterov SGD learning rate (DiLoCo, Douillard et al. 2023)", low=0.0)
-    momentum: float = param(0.9, "outer Nesterov momentum (DiLoCo)", low=0.0, high=0.999)
-
-
-@register_algorithm(task=TASK_ID, name="diloco", role="baseline")
-class DiLoCo(DistributedTrainer):
-    """DiLoCo: the plain mean of the pseudo-gradients through a Nesterov outer step; no penalty. Its sync
-    is the same layer-wise one as EDiT's, so the two differ only in the penalty and the momentum."""
-
-    Params = DiLoCoParams
-
-    def sync_spec(self) -> SyncSpec:
-        p = self.params
-        return SyncSpec(
-            kind="local",
-            warmup_steps=self.config.warmup_steps if p.warmup_steps < 0 else p.warmup_steps,
-            tau=p.tau or self.config.tau,
-            outer_lr=p.outer_lr,
-            momentum=p.momentum,
-            nesterov=True,
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class LocalSGDParams:
-    tau: int = param(0, "local steps between parameter averages (0: the task's tau)", low=0)
-
-
-@register_algorithm(task=TASK_ID, name="local-sgd", role="baseline")
-class LocalSGD(DistributedTrainer):
-    """Local SGD (Stich 2019): plain parameter averaging every tau steps, from the first step."""
-
-    Params = LocalSGDParams
-
-    def sync_spec(self) -> SyncSpec:
-        return SyncSpec(kind="local", warmup_steps=0, tau=self.params.tau or self.config.tau)
-
-
-@register_algorithm(task=TASK_ID, name="post-local-sgd", role="baseline")
-class PostLocalSGD(DistributedTrainer):
-    """Post-local SGD (Lin et al. 2020): synchronous data parallel for the warm-up, then local SGD."""
-
-    Params = LocalSGDParams
-
-    def sync_spec(self) -> SyncSpec:
-        c = self.config
-        return SyncSpec(kind="local", warmup_steps=c.warmup_steps, tau=self.params.tau or c.tau)
-
-
-@register_algorithm(task=TASK_ID, name="ddp", role="baseline")
-class SynchronousDDP(DistributedTrainer):
-    """Synchronous data parallel: ``DistributedDataParallel`` all-reduces the gradients every step."""
-
-    def sync_spec(self) -> SyncSpec:
-        return SyncSpec(kind="ddp", tau=self.config.tau)

@@ -54,17 +54,12 @@ from iclrbench.core.task import (
 )
 from iclrbench.envs.local_sgd_training import TASK_ID, LocalSGDConfig, free_port, target_loss
 
-CLAIM_SEEDS = {"smoke": (0, 1), "small": tuple(range(5)), "paper": tuple(range(10))}
 CLEAN: dict[str, Any] = {}
 FAULT = {"anomaly": "lr-spike"}
 SLOW = {"slow_factor": 3.0}
 #: a loss spike above this (nats) is a spike
 SPIKE_NATS = 0.1
 LOCAL_METHODS = ("local-sgd", "post-local-sgd", "diloco", "edit")
-
-
-def _seeds(budget: str) -> tuple[int, ...]:
-    return CLAIM_SEEDS.get(budget, CLAIM_SEEDS["small"])
 
 
 # ------------------------------------------------------------------------------------------------ driver
@@ -171,7 +166,7 @@ def _by(groups: list[list[RunResult]], overrides: dict[str, Any]) -> dict[str, l
 
 
 def penalty_requests(budget: str) -> list[RunRequest]:
-    s = _seeds(budget)
+    s = LocalSGDTask.claim_seeds(budget)
     return [RunRequest(a, dict(o), s) for o in (FAULT, CLEAN) for a in ("edit", "diloco")]
 
 
@@ -205,7 +200,7 @@ def judge_penalty(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any
 
 
 def straggler_requests(budget: str) -> list[RunRequest]:
-    return [RunRequest(a, dict(SLOW), _seeds(budget)) for a in ("a-edit", "edit")]
+    return [RunRequest(a, dict(SLOW), LocalSGDTask.claim_seeds(budget)) for a in ("a-edit", "edit")]
 
 
 def judge_straggler(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
@@ -228,7 +223,7 @@ def judge_straggler(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, A
 
 
 def bytes_requests(budget: str) -> list[RunRequest]:
-    return [RunRequest(a, dict(CLEAN), _seeds(budget)) for a in ("ddp", *LOCAL_METHODS)]
+    return [RunRequest(a, dict(CLEAN), LocalSGDTask.claim_seeds(budget)) for a in ("ddp", *LOCAL_METHODS)]
 
 
 def judge_bytes(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
@@ -278,16 +273,19 @@ class LocalSGDTask(Task):
             {"steps": 60.0, "warmup_steps": 10, "equal_steps": 20, "anomaly_start": 30, "anomaly_steps": 10,
              "shard": 256, "val": 64, "d_model": 32},
             "2 workers, 60 steps of a 2-block d=32 transformer: ~5 s a run, most of it starting processes",
+            claim_seeds=(0, 1),
         ),
         "small": Budget(
             "small",
             {},
             "2 workers, 300 steps of a 2-block d=64 transformer: ~7 s a run",
             claims_minutes=4.7,  # bench claims -j 2, 2 cores: 4 min 41 s (2026-12-03)
+            claim_seeds=tuple(range(5)),
         ),
         "paper": Budget(
             "paper", {"workers": 4, "steps": 1000.0, "d_model": 128, "layers": 4},
             "4 workers, 1000 steps of a 4-block d=128 transformer",
+            claim_seeds=tuple(range(10)),
         ),
     }  # fmt: skip
     metrics = (

@@ -1,0 +1,81 @@
+"""Baselines of local-sgd-training (the TASKS.md card; Cheng et al., "EDiT: a local-SGD-based efficient
+distributed training method for large language models", ICLR 2025, section 4): the synchronous and
+local-SGD methods EDiT is compared with, each a :class:`~iclrbench.algorithms.local_sgd_training.SyncSpec`
+the workers follow.
+
+- ``diloco``: DiLoCo (Douillard et al. 2023), the plain mean of the pseudo-gradients through a Nesterov
+  outer step, on EDiT's layer-wise sync without its penalty.
+- ``local-sgd``: local SGD (Stich 2019), plain parameter averaging every tau steps from the first step.
+- ``post-local-sgd``: post-local SGD (Lin et al. 2020), synchronous for the warm-up, then local SGD.
+- ``ddp``: synchronous data parallel, gradients all-reduced every step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from iclrbench.algorithms.local_sgd_training import DistributedTrainer, SyncSpec
+from iclrbench.core.algorithm import register_algorithm
+from iclrbench.core.config import param
+from iclrbench.envs.local_sgd_training import TASK_ID
+
+
+@dataclasses.dataclass(frozen=True)
+class DiLoCoParams:
+    warmup_steps: int = param(-1, "synchronous warm-up steps (-1: the task's warmup_steps)", low=-1)
+    tau: int = param(0, "local steps between syncs (0: the task's tau)", low=0)
+    outer_lr: float = param(0.7, "outer Nesterov SGD learning rate (DiLoCo, Douillard et al. 2023)", low=0.0)
+    momentum: float = param(0.9, "outer Nesterov momentum (DiLoCo)", low=0.0, high=0.999)
+
+
+@register_algorithm(task=TASK_ID, name="diloco", role="baseline")
+class DiLoCo(DistributedTrainer):
+    """DiLoCo: the plain mean of the pseudo-gradients through a Nesterov outer step; no penalty. Its sync
+    is the same layer-wise one as EDiT's, so the two differ only in the penalty and the momentum."""
+
+    Params = DiLoCoParams
+
+    def sync_spec(self) -> SyncSpec:
+        p = self.params
+        return SyncSpec(
+            kind="local",
+            warmup_steps=self.config.warmup_steps if p.warmup_steps < 0 else p.warmup_steps,
+            tau=p.tau or self.config.tau,
+            outer_lr=p.outer_lr,
+            momentum=p.momentum,
+            nesterov=True,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalSGDParams:
+    tau: int = param(0, "local steps between parameter averages (0: the task's tau)", low=0)
+
+
+@register_algorithm(task=TASK_ID, name="local-sgd", role="baseline")
+class LocalSGD(DistributedTrainer):
+    """Local SGD (Stich 2019): plain parameter averaging every tau steps, from the first step."""
+
+    Params = LocalSGDParams
+
+    def sync_spec(self) -> SyncSpec:
+        return SyncSpec(kind="local", warmup_steps=0, tau=self.params.tau or self.config.tau)
+
+
+@register_algorithm(task=TASK_ID, name="post-local-sgd", role="baseline")
+class PostLocalSGD(DistributedTrainer):
+    """Post-local SGD (Lin et al. 2020): synchronous data parallel for the warm-up, then local SGD."""
+
+    Params = LocalSGDParams
+
+    def sync_spec(self) -> SyncSpec:
+        c = self.config
+        return SyncSpec(kind="local", warmup_steps=c.warmup_steps, tau=self.params.tau or c.tau)
+
+
+@register_algorithm(task=TASK_ID, name="ddp", role="baseline")
+class SynchronousDDP(DistributedTrainer):
+    """Synchronous data parallel: ``DistributedDataParallel`` all-reduces the gradients every step."""
+
+    def sync_spec(self) -> SyncSpec:
+        return SyncSpec(kind="ddp", tau=self.config.tau)
