@@ -58,7 +58,6 @@ from iclrbench.envs.brain_encoding_alignment import (
     record,
 )
 
-CLAIM_SEEDS = {"smoke": (0, 1), "small": tuple(range(5)), "paper": tuple(range(10))}
 RECOVERY_TOLERANCE = 0.02  # "within +-0.02 R^2"
 NULL_TOLERANCE = 0.02  # "normalised r within 0.02 of 0"
 #: an estimated noise ceiling is floored here before dividing by it (a voxel without signal would divide
@@ -184,10 +183,6 @@ def summarise(encoding: Encoding, recording: Recording, config: BrainEncodingCon
 
 
 # ------------------------------------------------------------------------------------------------ claims
-def _seeds(budget: str) -> tuple[int, ...]:
-    return CLAIM_SEEDS.get(budget, CLAIM_SEEDS["small"])
-
-
 def _values(runs: list[RunResult], metric: str) -> list[float]:
     return list(metric_values(runs, metric).values())
 
@@ -200,7 +195,10 @@ def _within(values: list[float], tolerance: float, quantity: str) -> dict[str, E
 
 
 def recovery_requests(budget: str) -> list[RunRequest]:
-    return [RunRequest(a, {}, _seeds(budget)) for a in ("himalaya-ridge", "no-nc-normalisation")]
+    return [
+        RunRequest(a, {}, BrainEncodingTask.claim_seeds(budget))
+        for a in ("himalaya-ridge", "no-nc-normalisation")
+    ]
 
 
 def judge_recovery(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
@@ -228,7 +226,7 @@ def judge_recovery(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, An
 
 
 def vision_requests(budget: str) -> list[RunRequest]:
-    return [RunRequest("himalaya-ridge", {}, _seeds(budget))]
+    return [RunRequest("himalaya-ridge", {}, BrainEncodingTask.claim_seeds(budget))]
 
 
 def judge_vision(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
@@ -253,7 +251,7 @@ def judge_vision(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
 
 
 def null_requests(budget: str) -> list[RunRequest]:
-    return [RunRequest("shuffled-control", {}, _seeds(budget))]
+    return [RunRequest("shuffled-control", {}, BrainEncodingTask.claim_seeds(budget))]
 
 
 def judge_null(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
@@ -290,18 +288,23 @@ class BrainEncodingTask(Task):
     Config = BrainEncodingConfig
     budgets = {  # noqa: RUF012  (read-only class data, as in Task)
         "smoke": Budget(
-            "smoke", {"images": 300, "voxels_per_region": 24}, "300 images, 96 voxels: a few seconds a run"
+            "smoke",
+            {"images": 300, "voxels_per_region": 24},
+            "300 images, 96 voxels: a few seconds a run",
+            claim_seeds=(0, 1),
         ),
         "small": Budget(
             "small",
             {},
             "2,000 images, 800 voxels, 6 feature sets: about half a minute a run",
             claims_minutes=4.5,  # bench claims -j 2 from an empty store, 2 cores: 4 min 29 s (2026-12-04)
+            claim_seeds=tuple(range(5)),
         ),
         "paper": Budget(
             "paper",
             {"images": 5000, "voxels_per_region": 1000},
             "5,000 images, 4,000 voxels: a few minutes a run",
+            claim_seeds=tuple(range(10)),
         ),
     }
     metrics = (

@@ -48,7 +48,6 @@ from iclrbench.envs.conformal_fairness import (
     stratified_split,
 )
 
-CLAIM_SEEDS = {"smoke": (0, 1, 2), "small": tuple(range(5)), "paper": tuple(range(10))}
 #: where standard split CP's sets include the favourable label at rates far apart between groups
 #: (demographic parity at c = 0.1, randomised APS, alpha = 0.1): the synthetic population and Adult by sex
 SCENARIOS = (
@@ -81,7 +80,7 @@ TRIO = ("split-cp", "cf-framework", "mondrian-cp")
 
 
 def scenario_requests(budget: str, scenarios: tuple[dict[str, str], ...] = SCENARIOS) -> list[RunRequest]:
-    seeds = CLAIM_SEEDS[budget]
+    seeds = ConformalFairnessTask.claim_seeds(budget)
     return [RunRequest(name, scenario, seeds) for scenario in scenarios for name in TRIO]
 
 
@@ -224,9 +223,21 @@ class ConformalFairnessTask(Task):
     )
     Config = ConformalFairnessConfig
     budgets = {  # noqa: RUF012  (read-only class data, as in Task)
-        "smoke": Budget("smoke", {}, "20 resplits of one gradient-boosting fit: about a second a run"),
-        "small": Budget("small", {}, "as smoke; claims over 5 fits (Adult: a few seconds a fit)"),
-        "paper": Budget("paper", {"resplits": 100}, "100 resplits; claims over 10 fits"),
+        "smoke": Budget(
+            "smoke",
+            {},
+            "20 resplits of one gradient-boosting fit: about a second a run",
+            claim_seeds=(0, 1, 2),
+        ),
+        "small": Budget(
+            "small",
+            {},
+            "as smoke; claims over 5 fits (Adult: a few seconds a fit)",
+            claim_seeds=tuple(range(5)),
+        ),
+        "paper": Budget(
+            "paper", {"resplits": 100}, "100 resplits; claims over 10 fits", claim_seeds=tuple(range(10))
+        ),
     }
     metrics = (
         Metric("fairness_violation", False, "", "test gap between groups for the fairness notion"),

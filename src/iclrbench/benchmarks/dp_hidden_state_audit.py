@@ -162,9 +162,6 @@ def noise_multiplier(config: DpAuditConfig) -> float:
 
 # -------------------------------------------------------------------------------------------- claims
 CLAIM_RUNS = {"smoke": 200, "small": 1000, "paper": 5000}
-#: audits per configuration: 3 decide the tightness and k = 25 claims at small (tightness at eps 2 lies
-#: wholly below 0.7; k = 1 vs k = 25 is 0.65 vs 0.00), and a k = 25 audit costs ~25x a k = 1 audit
-CLAIM_SEEDS = {"smoke": (0, 1), "small": (0, 1, 2), "paper": tuple(range(5))}
 #: 3 audits could not tell GC-S from the input canary (paired interval [-1.05, 2.19] on eps_lower at
 #: small); at k = 1 an audit costs ~5 s of CPU, so this claim asks for 10
 INPUT_CLAIM_SEEDS = {"smoke": (0, 1), "small": tuple(range(10)), "paper": tuple(range(20))}
@@ -172,7 +169,9 @@ INPUT_CLAIM_SEEDS = {"smoke": (0, 1), "small": tuple(range(10)), "paper": tuple(
 
 def _requests_tight(budget: str) -> list[RunRequest]:
     return [
-        RunRequest("gc-r", {"k": 1, "epsilon_target": e, "runs": CLAIM_RUNS[budget]}, CLAIM_SEEDS[budget])
+        RunRequest(
+            "gc-r", {"k": 1, "epsilon_target": e, "runs": CLAIM_RUNS[budget]}, DpAuditTask.claim_seeds(budget)
+        )
         for e in (2.0, 4.0, 8.0)
     ]
 
@@ -197,7 +196,11 @@ def judge_tight(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]
 
 def _requests_k(budget: str) -> list[RunRequest]:
     return [
-        RunRequest("gc-r", {"k": k, "epsilon_target": 4.0, "runs": CLAIM_RUNS[budget]}, CLAIM_SEEDS[budget])
+        RunRequest(
+            "gc-r",
+            {"k": k, "epsilon_target": 4.0, "runs": CLAIM_RUNS[budget]},
+            DpAuditTask.claim_seeds(budget),
+        )
         for k in (1, 25)
     ]
 
@@ -261,15 +264,25 @@ class DpAuditTask(Task):
     )
     Config = DpAuditConfig
     budgets = {  # noqa: RUF012  (read-only class data, as in Task)
-        "smoke": Budget("smoke", {"runs": 200}, "2 x 200 trainings: about a second per audit at k = 1"),
+        "smoke": Budget(
+            "smoke", {"runs": 200}, "2 x 200 trainings: about a second per audit at k = 1", claim_seeds=(0, 1)
+        ),
         "small": Budget(
             "small",
             {"runs": 1000},
             "2 x 1000 trainings of T = 250 k steps, batched: seconds at k = 1; at k = 25 (T = 6,250) 25x the "
             "steps: minutes of one core (one gc-r audit took 347 s on a 2-core machine shared ~5 ways)",
             claims_minutes=3.9,  # tests/test_claims_small.py: 233 s, -j 2, 2 cores (2026-12-03)
+            # audits per configuration: 3 decide the tightness and k = 25 claims (tightness at eps 2 lies
+            # wholly below 0.7; k = 1 vs k = 25 is 0.65 vs 0.00), and a k = 25 audit costs ~25x a k = 1 audit
+            claim_seeds=(0, 1, 2),
         ),
-        "paper": Budget("paper", {"runs": 5000}, "2 x 5000 trainings per audit: minutes each on 2 cores"),
+        "paper": Budget(
+            "paper",
+            {"runs": 5000},
+            "2 x 5000 trainings per audit: minutes each on 2 cores",
+            claim_seeds=tuple(range(5)),
+        ),
     }
     metrics = (
         Metric("tightness", True, "", "epsilon_lower / epsilon_upper"),

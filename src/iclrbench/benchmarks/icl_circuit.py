@@ -44,7 +44,6 @@ from iclrbench.core.task import (
 )
 from iclrbench.envs.icl_circuit import TASK_ID, IclCircuitConfig, episode_rng, layer_range
 
-CLAIM_SEEDS = {"smoke": (0, 1), "small": tuple(range(5)), "paper": tuple(range(10))}
 CHANCE_BAND = 0.03  # "drops accuracy to chance (1/C +- 3 points)"
 SMALL_COST = 0.05  # "... each cost under 5 points"
 BYPASS_MARGIN = 0.05  # accuracy this far above chance under a mask counts as surviving it
@@ -55,16 +54,12 @@ class BelowChance(RuntimeError):
 
 
 # ------------------------------------------------------------------------------------------------ claims
-def _seeds(budget: str) -> tuple[int, ...]:
-    return CLAIM_SEEDS.get(budget, CLAIM_SEEDS["small"])
-
-
 def _values(runs: list[RunResult], metric: str) -> list[float]:
     return [float(r.metrics[metric]) for r in sorted(runs, key=lambda r: r.seed)]
 
 
 def to_chance_requests(budget: str) -> list[RunRequest]:
-    s = _seeds(budget)
+    s = IclCircuitTask.claim_seeds(budget)
     return [
         RunRequest("yi-to-sq", {"layers": "upper"}, s),
         RunRequest("yi-to-sq", {"layers": "lower"}, s),
@@ -113,7 +108,7 @@ def judge_to_chance(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, A
 
 
 def encode_requests(budget: str) -> list[RunRequest]:
-    return [RunRequest("none", {"layers": "none"}, _seeds(budget))]
+    return [RunRequest("none", {"layers": "none"}, IclCircuitTask.claim_seeds(budget))]
 
 
 def judge_encode(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
@@ -150,7 +145,7 @@ STEP_MASKS = ("si-to-yi", "xi-to-si", "xq-to-sq", "yi-to-sq", "si-to-si")
 
 
 def bypass_requests(budget: str) -> list[RunRequest]:
-    return [RunRequest(a, {"layers": "all"}, _seeds(budget)) for a in STEP_MASKS]
+    return [RunRequest(a, {"layers": "all"}, IclCircuitTask.claim_seeds(budget)) for a in STEP_MASKS]
 
 
 def judge_bypass(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
@@ -202,14 +197,21 @@ class IclCircuitTask(Task):
             {"d_model": 64, "train_steps": 300, "episodes": 200},
             "a d=64 subject trained 300 steps (~30 s once): above chance by copying the demonstrations' "
             "labels, before the induction circuit forms",
+            claim_seeds=(0, 1),
         ),
         "small": Budget(
             "small",
             {},
             "the 4-layer d=128 subject (trained once, ~4 min), 1,000 episodes: ~2.5 s a run",
             claims_minutes=4.1,  # bench claims -j 2 from an empty cache, 2 cores: 248 s (2026-12-03)
+            claim_seeds=tuple(range(5)),
         ),
-        "paper": Budget("paper", {"episodes": 5000}, "the small subject, 5,000 episodes: ~25 s a run"),
+        "paper": Budget(
+            "paper",
+            {"episodes": 5000},
+            "the small subject, 5,000 episodes: ~25 s a run",
+            claim_seeds=tuple(range(10)),
+        ),
     }
     metrics = (
         Metric("accuracy", True, "", "label-word accuracy at s_q under the masks"),

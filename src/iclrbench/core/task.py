@@ -56,6 +56,9 @@ class Budget:
     - ``check_minutes``: ``check_task(TASK, NAME)``, the contract check; ``tests/test_contract.py`` marks a
       task's check ``long`` when it takes over a minute (``make test`` leaves it to CI, which sets
       ``ICLRBENCH_LONG_TESTS=1``).
+
+    ``claim_seeds`` are the seeds a claim's runs take at this budget (:meth:`Task.claim_seeds`): a claim is
+    judged on intervals over seeds, so how many it gets is part of what the budget costs.
     """
 
     name: str
@@ -63,6 +66,7 @@ class Budget:
     cost: str
     claims_minutes: float | None = None
     check_minutes: float | None = None
+    claim_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,11 +257,21 @@ class Task(abc.ABC):
                 return m
         raise KeyError(name)
 
+    @classmethod
+    def budget(cls, name: str) -> Budget:
+        """The budget called ``name``; a :class:`UserError` with a did-you-mean when there is none."""
+        if name not in cls.budgets:
+            raise UserError(f"unknown budget '{name}'{did_you_mean(name, list(cls.budgets))}")
+        return cls.budgets[name]
+
+    @classmethod
+    def claim_seeds(cls, budget: str) -> tuple[int, ...]:
+        """The seeds a claim's runs take at ``budget`` (that budget's ``claim_seeds``)."""
+        return cls.budget(budget).claim_seeds
+
     def make_config(self, budget: str = "small", overrides: Mapping[str, Any] | None = None) -> Any:
         """The validated Config for a budget, with ``overrides`` (strings or values) applied on top."""
-        if budget not in self.budgets:
-            raise UserError(f"unknown budget '{budget}'{did_you_mean(budget, list(self.budgets))}")
-        merged = {**self.budgets[budget].overrides, **(overrides or {})}
+        merged = {**self.budget(budget).overrides, **(overrides or {})}
         return cfg.build(self.Config, merged, what=f"{self.id} config")
 
     def claim(self, claim_id: str) -> Claim:

@@ -42,13 +42,8 @@ from iclrbench.core.task import (
 )
 from iclrbench.envs.federated_prompt_mixture import TASK_ID, FederatedPromptConfig
 
-CLAIM_SEEDS = {"smoke": (0, 1), "small": (0, 1, 2), "paper": tuple(range(5))}
 #: one point of accuracy
 POINT = 0.01
-
-
-def _seeds(budget: str) -> tuple[int, ...]:
-    return CLAIM_SEEDS.get(budget, CLAIM_SEEDS["small"])
 
 
 def _mean(runs: list[RunResult], metric: str = "accuracy") -> float | None:
@@ -57,7 +52,7 @@ def _mean(runs: list[RunResult], metric: str = "accuracy") -> float | None:
 
 
 def pathological_requests(budget: str) -> list[RunRequest]:
-    seeds = _seeds(budget)
+    seeds = FederatedPromptTask.claim_seeds(budget)
     path = {"split": "pathological"}
     return [
         RunRequest("pfedmoap", path, seeds),
@@ -86,7 +81,7 @@ def judge_pathological(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str
 
 
 def shift_requests(budget: str) -> list[RunRequest]:
-    seeds = _seeds(budget)
+    seeds = FederatedPromptTask.claim_seeds(budget)
     shift = {"split": "shift"}
     return [
         RunRequest("promptfl", shift, seeds),
@@ -139,17 +134,20 @@ class FederatedPromptTask(Task):
             },
             "4 clients, 2 rounds of 1 local epoch, 4 shots: ~15 s per run, most of it Ray's start-up",
             check_minutes=3.0,  # tests/test_contract.py: 178 s, 2 cores (2026-12-03)
+            claim_seeds=(0, 1),
         ),
         "small": Budget(
             "small",
             {"rounds": 5, "test_per_client": 48, "examples_per_class": 80},
             "10 clients, 5 rounds of 5 local epochs, 16 shots: 3 seeds side by side in 1.5-2 min "
             "(pathological) or 3-3.5 min (shift) on 2 cores",
+            claim_seeds=(0, 1, 2),
         ),
         "paper": Budget(
             "paper",
             {"clients": 100, "participation": 0.1, "rounds": 10, "examples_per_class": 400},
             "the paper's federation: 100 clients, 10% a round, 10 rounds of 5 local epochs, 16 shots",
+            claim_seeds=tuple(range(5)),
         ),
     }
     metrics = (

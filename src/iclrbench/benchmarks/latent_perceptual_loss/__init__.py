@@ -52,7 +52,6 @@ from iclrbench.envs.latent_perceptual_loss import (
     z0_estimate,
 )
 
-CLAIM_SEEDS = {"smoke": (0, 1), "small": tuple(range(5)), "paper": tuple(range(10))}
 CONTROL_MARGIN = 0.1  # "does not lower FD": not by more than 10% of the diffusion-only FD
 
 
@@ -148,13 +147,9 @@ def quality(generated: Any, labels: Any, config: LatentDiffusionConfig) -> dict[
 
 
 # ------------------------------------------------------------------------------------------------ claims
-def _seeds(budget: str) -> tuple[int, ...]:
-    return CLAIM_SEEDS.get(budget, CLAIM_SEEDS["small"])
-
-
 def lowers_fd_requests(budget: str) -> list[RunRequest]:
     return [
-        RunRequest(a, {"parameterisation": p}, _seeds(budget))
+        RunRequest(a, {"parameterisation": p}, LatentPerceptualLossTask.claim_seeds(budget))
         for p in PARAMETERISATIONS
         for a in ("lpl", "no-lpl")
     ]
@@ -200,7 +195,8 @@ def judge_lowers_fd(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, A
 
 def control_requests(budget: str) -> list[RunRequest]:
     return [
-        RunRequest(a, {"parameterisation": "eps"}, _seeds(budget)) for a in ("lpl-random-decoder", "no-lpl")
+        RunRequest(a, {"parameterisation": "eps"}, LatentPerceptualLossTask.claim_seeds(budget))
+        for a in ("lpl-random-decoder", "no-lpl")
     ]
 
 
@@ -230,7 +226,10 @@ def judge_control(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any
 
 
 def overhead_requests(budget: str) -> list[RunRequest]:
-    return [RunRequest(a, {"parameterisation": "eps"}, _seeds(budget)) for a in ("lpl", "no-lpl")]
+    return [
+        RunRequest(a, {"parameterisation": "eps"}, LatentPerceptualLossTask.claim_seeds(budget))
+        for a in ("lpl", "no-lpl")
+    ]
 
 
 def judge_overhead(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
@@ -279,17 +278,20 @@ class LatentPerceptualLossTask(Task):
             "smoke",
             {"train_steps": 60, "samples": 100, "sample_steps": 10},
             "60 training steps, 100 samples in 10 steps (the autoencoder and evaluator trained once)",
+            claim_seeds=(0, 1),
         ),
         "small": Budget(
             "small",
             {},
             "2,000 training steps, 1,000 samples in 50 steps: ~45 s a run, ~80 s with LPL",
             claims_minutes=20.9,  # bench claims -j 2, 2 cores: 1,251 s, 35 runs (2026-12-03)
+            claim_seeds=tuple(range(5)),
         ),
         "paper": Budget(
             "paper",
             {"train_steps": 20000, "width": 128, "samples": 5000},
             "20,000 steps of a width-128 denoiser, 5,000 samples",
+            claim_seeds=tuple(range(10)),
         ),
     }
     metrics = (
@@ -305,7 +307,10 @@ class LatentPerceptualLossTask(Task):
     )
     protocol = "Recipe: extra_loss(autoencoder, z0_hat, z0) -> per-sample loss added at low noise"
     requires = Requirement("lpl", ("torch", "sklearn", "scipy"))
-    algorithm_modules = ("iclrbench.algorithms.latent_perceptual_loss",)
+    algorithm_modules = (
+        "iclrbench.algorithms.latent_perceptual_loss",
+        "iclrbench.baselines.latent_perceptual_loss",
+    )
     claims = (
         Claim(
             "lpl-lowers-fd",

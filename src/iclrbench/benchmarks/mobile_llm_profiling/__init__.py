@@ -50,12 +50,7 @@ from iclrbench.core.task import (
 from iclrbench.envs.mobile_llm_profiling import TASK_ID, MobileLLMConfig, Probes, probes
 from iclrbench.models.quantise import LLAMA_TYPES
 
-CLAIM_SEEDS = {"smoke": (0, 1), "small": (0, 1, 2), "paper": tuple(range(5))}
 LLAMA_NAMES = tuple(f"llamacpp-{q.replace('_', '-')}" for q in LLAMA_TYPES)
-
-
-def _seeds(budget: str) -> tuple[int, ...]:
-    return CLAIM_SEEDS.get(budget, CLAIM_SEEDS["small"])
 
 
 # ------------------------------------------------------------------------------------------ the subject
@@ -167,7 +162,7 @@ def _per_seed(groups: list[list[RunResult]], fn: Any) -> dict[int, float]:
 
 
 def llama_requests(budget: str) -> list[RunRequest]:
-    return [RunRequest(name, {}, _seeds(budget)) for name in LLAMA_NAMES]
+    return [RunRequest(name, {}, MobileLLMTask.claim_seeds(budget)) for name in LLAMA_NAMES]
 
 
 def r_squared(x: Any, y: Any) -> float:
@@ -204,7 +199,7 @@ def _means(groups: list[list[RunResult]], metric: str) -> dict[str, float]:
 
 
 def agreement_requests(budget: str) -> list[RunRequest]:
-    seeds = _seeds(budget)
+    seeds = MobileLLMTask.claim_seeds(budget)
     return [RunRequest(n, {}, seeds) for n in ("llamacpp-q8-0", "llamacpp-q3-k-m", "llamacpp-q2-k")]
 
 
@@ -332,11 +327,13 @@ class MobileLLMTask(Task):
             },
             "a 2-block tiny llama trained in ~10 s, 12 questions, 2 profiling repeats: ~5 s a configuration",
             check_minutes=1.9,  # tests/test_contract.py: 115 s, 2 cores (2026-12-03)
+            claim_seeds=(0, 1),
         ),
         "small": Budget(
             "small",
             {},
             "the 4-block tiny llama (trained once, ~2 min), 48 questions, 3 repeats: ~10 s per configuration",
+            claim_seeds=(0, 1, 2),
         ),
         "paper": Budget(
             "paper",
@@ -349,6 +346,7 @@ class MobileLLMTask(Task):
                 "repeats": 5,
             },
             "SmolLM2-135M-Instruct (Q4_1 de-quantised is its full model), 5 profiling repeats",
+            claim_seeds=tuple(range(5)),
         ),
     }
     metrics = (

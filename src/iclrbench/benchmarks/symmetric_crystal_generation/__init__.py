@@ -51,7 +51,6 @@ from iclrbench.envs.symmetric_crystal_generation import (
 from iclrbench.models.torch_threads import one_torch_thread
 
 TASK_ID = "symmetric-crystal-generation"
-CLAIM_SEEDS = {"smoke": (0,), "small": (0, 1, 2), "paper": tuple(range(5))}
 
 
 def _cache_dir() -> Path:
@@ -148,7 +147,7 @@ def training_density(config: CrystalConfig) -> tuple[float, float]:
 
 def _requests(budget: str) -> list[RunRequest]:
     generators = ("symmcd", "diffcsp-p1", "train-replay", "random-positions")
-    return [RunRequest(a, {}, CLAIM_SEEDS[budget]) for a in generators]
+    return [RunRequest(a, {}, CrystalTask.claim_seeds(budget)) for a in generators]
 
 
 def _values(runs: list[RunResult], metric: str) -> list[float]:
@@ -276,6 +275,7 @@ class CrystalTask(Task):
                 "diffusion_steps": 20,
             },
             "tens of seconds per run (the data set is cached)",
+            claim_seeds=(0,),
         ),
         "small": Budget(
             "small",
@@ -288,6 +288,7 @@ class CrystalTask(Task):
                 "diffusion_steps": 100,
             },
             "a few minutes per run",
+            claim_seeds=(0, 1, 2),
         ),
         "paper": Budget(
             "paper",
@@ -299,6 +300,7 @@ class CrystalTask(Task):
                 "diffusion_steps": 1000,
             },
             "the paper trains on MP-20 on a GPU for days; at this size, hours on 2 cores",
+            claim_seeds=tuple(range(5)),
         ),
     }
     metrics = (
