@@ -24,7 +24,7 @@ import numpy as np
 
 from iclrbench.core.algorithm import Algorithm
 from iclrbench.core.config import as_dict
-from iclrbench.core.decision import combine, compare_runs, empty, metric_values
+from iclrbench.core.decision import combine, compare_runs, empty, mean_figure
 from iclrbench.core.result import RunResult
 from iclrbench.core.task import (
     Budget,
@@ -47,8 +47,8 @@ POINT = 0.01
 
 
 def _mean(runs: list[RunResult], metric: str = "accuracy") -> float | None:
-    values = list(metric_values(runs, metric).values())
-    return round(float(np.mean(values)), 4) if values else None
+    """The figure of ``metric`` over the successful runs; None where none succeeded."""
+    return mean_figure(runs, metric) if ok_runs(runs) else None
 
 
 def pathological_requests(budget: str) -> list[RunRequest]:

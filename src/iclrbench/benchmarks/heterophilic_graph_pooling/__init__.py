@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from iclrbench.core.algorithm import Algorithm
-from iclrbench.core.decision import combine, compare_runs, empty, metric_values, threshold
+from iclrbench.core.decision import combine, compare_runs, empty, mean_figure, metric_values, threshold
 from iclrbench.core.result import RunResult
 from iclrbench.core.task import (
     Budget,
@@ -37,6 +37,7 @@ from iclrbench.core.task import (
     RunRequest,
     Task,
     Verdict,
+    mean_of_ok_runs,
     ok_runs,
 )
 from iclrbench.envs.heterophilic_graph_pooling import TASK_ID, GraphPoolingConfig, cut_fraction, maxcut_graph
@@ -78,8 +79,8 @@ def _ratios(mcp: list[RunResult], gw: list[RunResult]) -> dict[str, Any]:
     shared = sorted(a.keys() & b.keys())
     ratios = [a[s] / b[s] for s in shared if b[s] > 0]
     return {
-        "maxcutpool_cut_fraction": round(float(np.mean(list(a.values()))), 4) if a else None,
-        "gw_cut_fraction": round(float(np.mean(list(b.values()))), 4) if b else None,
+        "maxcutpool_cut_fraction": mean_figure(mcp, "score") if a else None,
+        "gw_cut_fraction": mean_figure(gw, "score") if b else None,
         "ratio_to_gw_per_seed": [round(r, 4) for r in ratios],
         "ratio_to_gw_mean": round(float(np.mean(ratios)), 4) if ratios else None,
     }
@@ -116,7 +117,7 @@ def judge_multipartite(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str
     if not runs.get("maxcutpool"):
         return empty("no successful maxcutpool runs on Multipartite")
     ranking = sorted(
-        ((name, float(np.mean(list(metric_values(r, "score").values())))) for name, r in runs.items() if r),
+        ((name, mean_of_ok_runs(r, "score")) for name, r in runs.items() if r),
         key=lambda item: -item[1],
     )
     parts = {
