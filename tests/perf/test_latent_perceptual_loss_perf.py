@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iclrbench.algorithms.latent_perceptual_loss import DiffusionOnly, LatentPerceptualLoss
+from iclrbench.algorithms.latent_perceptual_loss import LatentPerceptualLoss
+from iclrbench.baselines.latent_perceptual_loss import DiffusionOnly
 from iclrbench.envs import latent_perceptual_loss as env
 
 torch = pytest.importorskip("torch")

@@ -16,9 +16,8 @@ README recommends:
 - applied only at low noise, ``SNR(t) > snr_threshold`` (3: the port's ``t < 200`` of SDXL's 1,000 steps
   is SNR > 3.06), with weight ``lpl_weight`` beside the diffusion loss, from ``lpl_start`` of training on.
 
-Baselines: ``no-lpl`` (the same model and steps, diffusion loss only), ``lpl-random-decoder`` (LPL through
-a randomly initialised decoder: the control), ``pixel-mse`` (MSE between the decoded images at the same
-noise levels and weight).
+The baselines (the diffusion loss alone, LPL through a random decoder, pixel MSE) are in
+:mod:`iclrbench.baselines.latent_perceptual_loss`.
 """
 
 from __future__ import annotations
@@ -101,23 +100,3 @@ class LatentPerceptualLoss(Recipe):
     eq. 3 and section 3.2)."""
 
     extra = "features"
-
-
-@register_algorithm(task=TASK_ID, name="no-lpl", role="baseline")
-class DiffusionOnly(Recipe):
-    """The diffusion loss alone: the same model, data, steps and noise."""
-
-
-@register_algorithm(task=TASK_ID, name="lpl-random-decoder", role="baseline")
-class RandomDecoderLPL(Recipe):
-    """The control: LPL computed through a randomly initialised decoder of the same architecture."""
-
-    extra = "features"
-    random_decoder = True
-
-
-@register_algorithm(task=TASK_ID, name="pixel-mse", role="baseline")
-class PixelMSE(Recipe):
-    """MSE between the decoded z0_hat and the decoded z0, at the same noise levels and weight as LPL."""
-
-    extra = "pixels"
