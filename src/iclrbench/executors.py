@@ -52,10 +52,19 @@ class ChunkFailure:
     error: str
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (``taskset``, a cgroup's cpuset), not every
+    core of the machine."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity API (macOS)
+        return os.cpu_count() or 1
+
+
 def max_jobs() -> int:
-    """The most ``-j`` a local executor accepts: a few processes per core. More only thrashes: two runs
-    on 10,000 processes once drove the load average to 488."""
-    return 4 * (os.cpu_count() or 1)
+    """The most ``-j`` a local executor accepts: a few processes per usable core. More only thrashes: two
+    runs on 10,000 processes once drove the load average to 488."""
+    return 4 * usable_cores()
 
 
 def _alive(pid: int) -> bool:
@@ -306,15 +315,18 @@ class DaskExecutor(Executor):
             self._cluster.close()
 
 
-def check_jobs(jobs: int, scheduler: str | None = None) -> None:
-    """Refuse a ``-j`` below 1, or above what this machine can run (a cluster may take more)."""
+def check_jobs(jobs: int, scheduler: str | None = None, executor: str | None = None) -> None:
+    """Refuse a ``-j`` below 1, or above what the cores this process may use can run (a cluster may take
+    more), and a ``--scheduler`` with an executor other than dask: before any store is opened."""
     if jobs < 1:
         raise UserError("--jobs must be at least 1")
     if jobs > max_jobs() and not scheduler:
         raise UserError(
-            f"--jobs {jobs}: more than {max_jobs()} (4 per core of this machine) only thrashes; "
-            "use a cluster (--scheduler) for more"
+            f"--jobs {jobs}: more than {max_jobs()} (4 per core this process may use: {usable_cores()}) "
+            "only thrashes; use a cluster (--scheduler) for more"
         )
+    if scheduler and executor not in (None, "dask"):
+        raise UserError(f"--scheduler needs --executor dask (got --executor {executor})")
 
 
 def make_executor(

@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from iclrbench.core.errors import UserError
+from iclrbench.core.outputs import write_output
 from iclrbench.core.result import RunResult
 
 BASE_COLUMNS = (
@@ -108,30 +108,14 @@ def export(runs: Sequence[RunResult], fmt: str, output: str | None) -> str | Non
             import pyarrow  # noqa: F401
         except ImportError:
             raise UserError("--format parquet needs pyarrow: pip install 'iclrbench[cluster]'") from None
-        target = Path(output)
-        _check_writable(target)
-        frame.to_parquet(target, index=False)
+        write_output(output, lambda path: frame.to_parquet(path, index=False), "--output")
         return None
     # pandas writes NaN and +-inf as null in JSON (tested): strict JSON, unlike json.dumps' defaults
     text = frame.to_csv(index=False) if fmt == "csv" else frame.to_json(orient="records", indent=1)
     if output is None:
         return text
-    target = Path(output)
-    _check_writable(target)
-    target.write_text(text, encoding="utf-8")
+    write_output(output, lambda path: path.write_text(text, encoding="utf-8"), "--output")
     return None
-
-
-def _check_writable(target: Path) -> None:
-    from iclrbench.core.store import refuse_overwrite
-
-    refuse_overwrite(target, None, "--output")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "ab"):
-            pass
-    except OSError as exc:
-        raise UserError(f"--output {target}: cannot write ({exc.strerror})") from None
 
 
 def _number(value: Any) -> str:

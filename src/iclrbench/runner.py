@@ -35,6 +35,8 @@ from iclrbench.core.task import Task
 from iclrbench.executors import ChunkFailure, Executor, child_context, make_executor
 
 MAX_SEEDS = 10_000
+#: seeds are stored as SQLite integers (signed 64-bit)
+SEED_LIMIT = 2**63
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,18 +73,25 @@ class RunSpec:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``0-4`` -> [0..4]; ``0,3,7`` -> [0, 3, 7]; ``0-2,9`` -> [0, 1, 2, 9]."""
-    seeds: list[int] = []
+    """``0-4`` -> [0..4]; ``0,3,7`` -> [0, 3, 7]; ``0-2,9`` -> [0, 1, 2, 9]. At most :data:`MAX_SEEDS`
+    seeds in all (counted before any list is built), each below :data:`SEED_LIMIT`."""
+    short = text if len(text) <= 60 else text[:57] + "..."
+    ranges: list[tuple[int, int]] = []
     for part in text.split(","):
         match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
         if match is None or (match[2] is not None and int(match[2]) < int(match[1])):
-            raise UserError(f"--seeds '{text}': expected e.g. 0-4 or 0,3,7 (non-negative integers)")
-        low = int(match[1])
-        if int(match[2] or low) - low >= MAX_SEEDS:
-            raise UserError(f"--seeds '{text}': more than {MAX_SEEDS} seeds in one range")
-        seeds.extend(range(low, int(match[2] or low) + 1))
+            raise UserError(f"--seeds '{short}': expected e.g. 0-4 or 0,3,7 (non-negative integers)")
+        low, high = int(match[1]), int(match[2] or match[1])
+        if high >= SEED_LIMIT:
+            raise UserError(
+                f"--seeds '{short}': a seed must be below 2^63 (the store's integers); got {high}"
+            )
+        ranges.append((low, high))
+        if sum(h - lo + 1 for lo, h in ranges) > MAX_SEEDS:
+            raise UserError(f"--seeds '{short}': more than {MAX_SEEDS} seeds in all")
+    seeds = [s for low, high in ranges for s in range(low, high + 1)]
     if not seeds:
-        raise UserError(f"--seeds '{text}': no seeds")
+        raise UserError(f"--seeds '{short}': no seeds")
     return list(dict.fromkeys(seeds))
 
 

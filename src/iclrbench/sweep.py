@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,8 @@ from iclrbench.core.task import BUDGETS
 
 TOP_KEYS = ("budget", "seeds", "tasks")
 BLOCK_KEYS = ("algorithms", "set", "grid")
+#: the most runs one sweep file may describe (a 40 M-point grid once hung while planning)
+MAX_SWEEP_RUNS = 100_000
 
 
 def load_sweep(path: str | Path) -> dict[str, Any]:
@@ -82,9 +85,10 @@ def _as_text(value: Any) -> str:
     raise UserError(f"sweep value {value!r}: expected a number, string, boolean, list or mapping")
 
 
-def _grid_points(grid: Any, where: str) -> list[dict[str, str]]:
+def _grid_axes(grid: Any, where: str) -> tuple[list[str], list[list[str]]]:
+    """The grid's keys and, per key, its values as text (a scalar is a one-value axis)."""
     if grid is None:
-        return [{}]
+        return [], []
     if not isinstance(grid, dict):
         raise UserError(f"{where}: 'grid' must map keys to lists of values")
     keys = list(grid)
@@ -95,16 +99,11 @@ def _grid_points(grid: Any, where: str) -> list[dict[str, str]]:
         if not v:
             raise UserError(f"{where}: grid key '{k}' has no values")
         values.append([_as_text(x) for x in v])
-    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*values)]
+    return keys, values
 
 
-def plan_sweep(data: Mapping[str, Any]) -> list[runner.RunSpec]:
-    """Every run the sweep describes, validated before anything runs, duplicates removed."""
-    budget = str(data.get("budget", "small"))
-    if budget not in BUDGETS:
-        raise UserError(f"sweep budget '{budget}': expected one of {', '.join(BUDGETS)}")
-    seeds = runner.parse_seeds(_as_text(data.get("seeds", "0-4")))
-    specs: dict[str, runner.RunSpec] = {}
+def _blocks(data: Mapping[str, Any]) -> Iterator[tuple[str, str, list[str], bool, dict[str, Any], Any]]:
+    """Each block of the sweep, validated: (task id, where, algorithm names, all?, fixed sets, grid)."""
     for task_id, blocks in data["tasks"].items():
         catalog.get_task(str(task_id))
         for i, block in enumerate(blocks if isinstance(blocks, list) else [blocks or {}]):
@@ -122,12 +121,34 @@ def plan_sweep(data: Mapping[str, Any]) -> list[runner.RunSpec]:
             fixed = block.get("set") or {}
             if not isinstance(fixed, dict):
                 raise UserError(f"{where}: 'set' must map keys to values")
-            for point in _grid_points(block.get("grid"), where):
-                sets = {**{k: _as_text(v) for k, v in fixed.items()}, **point}
-                for spec in runner.plan(
-                    str(task_id), [str(n) for n in names], seeds, budget, sets, skip_unsupported=everything
-                ):
-                    specs.setdefault(spec.key, spec)
+            yield str(task_id), where, [str(n) for n in names], everything, fixed, block.get("grid")
+
+
+def plan_sweep(data: Mapping[str, Any]) -> list[runner.RunSpec]:
+    """Every run the sweep describes, validated before anything runs, duplicates removed. The size of the
+    whole grid (points x algorithms x seeds) is counted from its axes first, and a sweep of more than
+    :data:`MAX_SWEEP_RUNS` runs is refused before a single point is expanded."""
+    budget = str(data.get("budget", "small"))
+    if budget not in BUDGETS:
+        raise UserError(f"sweep budget '{budget}': expected one of {', '.join(BUDGETS)}")
+    seeds = runner.parse_seeds(_as_text(data.get("seeds", "0-4")))
+    blocks = list(_blocks(data))
+    total = 0
+    for _task, where, names, _every, _fixed, grid in blocks:
+        _keys, values = _grid_axes(grid, where)
+        total += math.prod(len(v) for v in values) * len(names) * len(seeds)
+        if total > MAX_SWEEP_RUNS:
+            raise UserError(
+                f"the sweep has more than {MAX_SWEEP_RUNS:,} runs (at {where}); "
+                "split it into several sweep files"
+            )
+    specs: dict[str, runner.RunSpec] = {}
+    for task_id, where, names, everything, fixed, grid in blocks:
+        keys, values = _grid_axes(grid, where)
+        for combo in itertools.product(*values):
+            sets = {**{k: _as_text(v) for k, v in fixed.items()}, **dict(zip(keys, combo, strict=True))}
+            for spec in runner.plan(task_id, names, seeds, budget, sets, skip_unsupported=everything):
+                specs.setdefault(spec.key, spec)
     return list(specs.values())
 
 

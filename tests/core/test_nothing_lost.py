@@ -3,6 +3,7 @@ traceback. Each test failed before its fix."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -236,3 +237,102 @@ def test_a_reader_of_a_file_nobody_creates_says_so(tmp_path: Path, monkeypatch: 
     db.touch()
     with pytest.raises(UserError, match="being created by another bench process"):
         ResultStore(db, readonly=True)
+
+
+# 2, 9 ------------------------------------------------------------------------------ exports that fail
+def test_a_failed_export_leaves_its_target_as_it_was(
+    bench: BenchRunner, stored: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("pyarrow")
+    import pandas as pd
+
+    target = stored.parent / "runs.parquet"
+    target.write_bytes(b"last week's export")
+
+    def half_written(self: pd.DataFrame, path: Path, **kwargs: object) -> None:
+        Path(path).write_bytes(b"PAR1 half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", half_written)
+    code, _, err = bench("export", "--format", "parquet", "--output", target, "--db", stored)
+    assert code == 2 and "left as it was" in err
+    _one_line(err)
+    assert target.read_bytes() == b"last week's export"
+    assert sorted(p.name for p in stored.parent.iterdir() if "parquet" in p.name) == ["runs.parquet"]
+
+
+def test_an_export_to_a_full_disk_leaves_no_file(bench: BenchRunner, stored: Path) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="iclrbench-full-"))
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", str(folder)]).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        with contextlib.suppress(OSError):  # fill the disk
+            (folder / "filler").write_bytes(b"x" * 8192)
+        code, _, err = bench("export", "--format", "json", "--output", folder / "runs.json", "--db", stored)
+        assert code == 2 and "No space left" in err, err
+        _one_line(err)
+        assert [p.name for p in folder.iterdir()] == ["filler"]  # no partial or empty runs.json
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+        folder.rmdir()
+
+
+def test_dev_full_as_output_or_stdout_is_one_line(stored: Path) -> None:
+    cmd = [sys.executable, "-m", "iclrbench.cli"]
+    out = subprocess.run(
+        [*cmd, "export", "--output", "/dev/full", "--db", str(stored)], capture_output=True, text=True
+    )
+    assert out.returncode == 2 and "No space left" in out.stderr
+    _one_line(out.stderr)
+    with open("/dev/full", "w") as full:
+        out = subprocess.run(
+            [*cmd, "export", "--db", str(stored)], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+    assert out.returncode == 2 and "cannot write the output" in out.stderr
+    _one_line(out.stderr)
+    out = subprocess.run(
+        f"{sys.executable} -m iclrbench.cli list >&-", shell=True, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 2 and "stdout is closed" in out.stderr
+    _one_line(out.stderr)
+
+
+# 5, 10, 12, 13 ---------------------------------------------------- refused before anything is touched
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", TASK, "random-price", "--seeds", str(2**63)], "below 2^63"),
+        (["run", TASK, "random-price", "-j", "1000"], "--jobs 1000"),
+        (["run", TASK, "random-price", "--scheduler", "tcp://127.0.0.1:1", "--executor", "process"], "dask"),
+        (["claims", TASK, "-j", "1000"], "--jobs 1000"),
+        (["run", TASK, "random-price", "--seeds", "0-9999,10000-19999"], "more than 10000 seeds in all"),
+    ],
+)
+def test_refused_arguments_create_no_store(
+    bench: BenchRunner, tmp_path: Path, args: list[str], needle: str
+) -> None:
+    db = tmp_path / "runs.sqlite"
+    code, _, err = bench(*args, "--db", db)
+    assert code == 2 and needle in err, err
+    _one_line(err)
+    assert not db.exists()
+
+
+def test_the_jobs_cap_counts_the_cores_this_process_may_use(
+    bench: BenchRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})  # as under taskset -c 0
+    code, _, err = bench("run", TASK, "random-price", "-j", "8", "--db", tmp_path / "runs.sqlite")
+    assert code == 2 and "4 per core this process may use: 1" in err, err
+
+
+@pytest.mark.timeout(120)  # refused from the axes; expanding 40 M points first hung
+def test_a_huge_sweep_grid_is_refused_before_it_is_expanded(bench: BenchRunner, tmp_path: Path) -> None:
+    sweep = tmp_path / "huge.yaml"
+    values = ", ".join(str(v) for v in range(200))
+    sweep.write_text(
+        f"budget: smoke\nseeds: 0-999\ntasks:\n  {TASK}:\n    algorithms: [random-price]\n"
+        f"    grid:\n      horizon: [{values}]\n      d: [{values}]\n"
+    )  # 200 x 200 points x 1,000 seeds = 40 M runs
+    code, _, err = bench("sweep", sweep, "--dry-run", "--db", tmp_path / "runs.sqlite")
+    assert code == 2 and "more than 100,000 runs" in err, err

@@ -41,11 +41,17 @@ def _available_tasks(quiet: bool, skipped: str) -> list[str]:
     return task_ids
 
 
-def _execution(args: argparse.Namespace) -> dict[str, Any]:
-    """Where and how runs execute: jobs, executor, scheduler, timeout, retries; what is said meanwhile."""
+def _check_execution(args: argparse.Namespace) -> None:
+    """Refuse ``-j``, ``--executor`` and ``--scheduler`` that cannot work: called before the store is
+    opened, so a refused command creates no file."""
     from iclrbench.executors import check_jobs
 
-    check_jobs(args.jobs, args.scheduler)  # before anything runs or is reused: one line, exit 2
+    check_jobs(args.jobs, args.scheduler, args.executor)
+
+
+def _execution(args: argparse.Namespace) -> dict[str, Any]:
+    """Where and how runs execute: jobs, executor, scheduler, timeout, retries; what is said meanwhile."""
+    _check_execution(args)
     quiet = args.quiet or getattr(args, "format", "table") == "json"
 
     def announce(task_id: str) -> None:
@@ -117,6 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if skipped and not args.quiet and args.format != "json":
         print(f"skipped, not applicable to this config: {', '.join(skipped)}", file=sys.stderr)
+    _check_execution(args)
     store = open_store(args.db)
     report = _sweep(specs, args, store, task.primary_metric.name, f"{args.task}")
     if args.format != "json" and not args.quiet:
@@ -161,6 +168,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         specs = sweep.shard(specs, index, count)
     if args.dry_run:
         return _dry_run(specs, args, total)
+    _check_execution(args)
     store = open_store(args.db)
     report = _sweep(specs, args, store, None, f"sweep {Path(args.file).name}")
     if args.format != "json" and not args.quiet:
@@ -213,6 +221,7 @@ def cmd_claims(args: argparse.Namespace) -> int:
         task_ids = [args.task]
     else:  # every task that can run here; the others are named, not fatal
         task_ids = _available_tasks(args.quiet, "skipped")
+    _check_execution(args)
     store = open_store(args.db)
     results = _claims_for(task_ids, args, store)
     records = [_claim_record(c, True) for c in results]
@@ -260,6 +269,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             plans += runner.plan(
                 tid, names, seeds, args.budget, {k: str(v) for k, v in setting.items()}, skip_unsupported=True
             )
+    _check_execution(args)
     store = open_store(args.db)
     guard_output(args.html, store.path, "--html")  # before the runs, not after them
     if not args.quiet:

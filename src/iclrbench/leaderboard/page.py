@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from iclrbench.core import catalog
-from iclrbench.core.errors import UserError
+from iclrbench.core.outputs import write_output
 from iclrbench.core.store import refuse_overwrite
 from iclrbench.leaderboard.aggregate import aggregate
 from iclrbench.leaderboard.html import render_html
@@ -26,13 +26,7 @@ def write_leaderboard_html(store: Any, path: str | Path, task: str | None = None
     """Write the self-contained page of ``store``'s runs (only ``task``'s if given) to ``path`` and
     return it; an unwritable path or one that is the store or any SQLite file is a :class:`UserError`
     naming ``--html``."""
-    refuse_overwrite(path, store.path, "--html")
+    refuse_overwrite(path, store.path, "--html")  # before the page is computed
     tables = aggregate(store.runs(task))
     page = render_html(tables, store.claims(task), _papers())
-    target = Path(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"--html {path}: cannot write ({exc.strerror})") from None
-    return target
+    return write_output(path, lambda target: target.write_text(page, encoding="utf-8"), "--html", store.path)
