@@ -392,7 +392,10 @@ class MobileLLMTask(Task):
         "-DGGML_AMX_INT8=OFF' pip install --no-cache-dir 'iclrbench[llm,llamacpp]' (portable: the native "
         "build crashes in quantised kernels on AVX-512/AMX Xeons; README)",
     )
-    algorithm_modules = ("iclrbench.algorithms.mobile_llm_profiling",)
+    algorithm_modules = (
+        "iclrbench.algorithms.mobile_llm_profiling",
+        "iclrbench.baselines.mobile_llm_profiling",
+    )
     claims = (
         Claim(
             "weight-memory-linear-in-bits",
