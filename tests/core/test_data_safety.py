@@ -19,7 +19,8 @@ import pytest
 from iclrbench import runner
 from iclrbench.core import catalog
 from iclrbench.core.errors import UserError
-from iclrbench.core.store import APPLICATION_ID, ResultStore, refuse_overwrite
+from iclrbench.core.outputs import refuse_overwrite
+from iclrbench.core.store import APPLICATION_ID, ResultStore
 from tests.conftest import TASK, BenchRunner
 
 SMOKE_RUN = ("--seeds", "0,1", "--budget", "smoke", "--set", "horizon=100")

@@ -12,14 +12,17 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from iclrbench.core import outputs as outputs_module
 from iclrbench.core import store as store_module
 from iclrbench.core.errors import UserError
-from iclrbench.core.store import ResultStore, refuse_overwrite
+from iclrbench.core.outputs import refuse_overwrite
+from iclrbench.core.store import ResultStore
 from iclrbench.testing import fake_runs
 from tests.conftest import TASK, BenchRunner
 
@@ -104,7 +107,7 @@ def test_a_file_whose_header_cannot_be_read_is_refused(
     def unreadable(path: Path) -> bytes:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(store_module, "_head", unreadable)  # what mode 0200 does to a non-root user
+    monkeypatch.setattr(outputs_module, "read_header", unreadable)  # what mode 0200 does to a non-root user
     with pytest.raises(UserError, match="cannot be read"):
         refuse_overwrite(target, None, "--output")
 
@@ -336,3 +339,18 @@ def test_a_huge_sweep_grid_is_refused_before_it_is_expanded(bench: BenchRunner, 
     )  # 200 x 200 points x 1,000 seeds = 40 M runs
     code, _, err = bench("sweep", sweep, "--dry-run", "--db", tmp_path / "runs.sqlite")
     assert code == 2 and "more than 100,000 runs" in err, err
+
+
+# cosmetic ----------------------------------------------------------------------------------------
+def test_infinite_metrics_print_no_numpy_warnings(bench: BenchRunner, tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    with ResultStore(db) as s:
+        s.put_many(fake_runs(TASK, "random-price", range(3), {"regret": float("inf")}))
+        s.put_many(fake_runs(TASK, "ellipsoid-sbb", range(3), {"regret": 1.0}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code, out, err = bench("leaderboard", "--db", db)
+        assert code == 0 and "Warning" not in err, err
+        assert "inf" in out
+        code, _, err = bench("leaderboard", "--db", db, "--html", tmp_path / "page.html")
+        assert code == 0 and "Warning" not in err, err

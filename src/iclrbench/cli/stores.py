@@ -41,6 +41,6 @@ def close_stores() -> None:
 
 def guard_output(target: str | Path, store_path: Any, option: str) -> None:
     """Refuse an output path that is the results store, or any SQLite file (one line, exit 2)."""
-    from iclrbench.core.store import refuse_overwrite
+    from iclrbench.core.outputs import refuse_overwrite
 
     refuse_overwrite(target, store_path, option)

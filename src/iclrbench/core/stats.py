@@ -53,9 +53,16 @@ def t_interval(values: np.ndarray, alpha: float = 1 - CONFIDENCE) -> tuple[float
     x = np.asarray(values, dtype=float).ravel()
     if x.size < 2:
         return None
-    mean, se = x.mean(), x.std(ddof=1) / np.sqrt(x.size)
-    half = sps.t.ppf(1 - alpha / 2, x.size - 1) * se
-    return float(mean - half), float(mean + half)
+    with np.errstate(invalid="ignore", over="ignore"):  # an infinite value: an undefined (nan) interval
+        mean, se = x.mean(), x.std(ddof=1) / np.sqrt(x.size)
+        half = sps.t.ppf(1 - alpha / 2, x.size - 1) * se
+        return float(mean - half), float(mean + half)
+
+
+def sample_std(values: np.ndarray) -> float:
+    """The sample standard deviation (ddof 1); nan, without a warning, where a value is infinite."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return float(np.asarray(values, dtype=float).std(ddof=1))
 
 
 def stratified_bootstrap_ci(
@@ -87,7 +94,8 @@ def stratified_bootstrap_ci(
         raise ValueError(
             f"a bootstrap statistic must return one value per resample {(reps,)}, not {values.shape}"
         )
-    lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
+    with np.errstate(invalid="ignore"):  # infinite scores: a nan end, not a warning on every page
+        lo, hi = np.quantile(values, [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)
 
 
@@ -110,8 +118,9 @@ def t_band(curves: np.ndarray, alpha: float = 1 - CONFIDENCE) -> tuple[np.ndarra
     n = y.shape[0]
     if n < 2:
         return mean, mean.copy(), mean.copy()
-    half = sps.t.ppf(1 - alpha / 2, n - 1) * y.std(axis=0, ddof=1) / np.sqrt(n)
-    return mean, mean - half, mean + half
+    with np.errstate(invalid="ignore", over="ignore"):
+        half = sps.t.ppf(1 - alpha / 2, n - 1) * y.std(axis=0, ddof=1) / np.sqrt(n)
+        return mean, mean - half, mean + half
 
 
 def probability_of_improvement(x: np.ndarray, y: np.ndarray, higher_is_better: bool = True) -> float:

@@ -13,8 +13,8 @@ Safety rules, each tested (tests/core/test_store.py, tests/core/test_data_safety
   taken for one that such a process is just creating;
 - a writer checks that the file can be written before anything is computed; a reader opens the file
   read-only (``mode=ro``, or ``immutable=1`` in a read-only folder), so a read-only store stays readable;
-- :func:`refuse_overwrite` keeps every output file (``--output``, ``--html``) off the store and off any
-  SQLite file.
+- :func:`iclrbench.core.outputs.refuse_overwrite` keeps every output file (``--output``, ``--html``) off
+  the store and off any SQLite file or journal.
 """
 
 from __future__ import annotations
@@ -35,166 +35,31 @@ from typing import Any
 
 from iclrbench.core.errors import UserError
 from iclrbench.core.result import SCHEMA_VERSION, RunResult, run_key
+from iclrbench.core.sqlite_file import (
+    APPLICATION_ID,
+    CLAIMS_TABLE,
+    COLUMNS,
+    JSON_FIELDS,
+    SCHEMA,
+    SQLITE_HEADER,
+    has_claim_versions,
+    identity,
+    is_busy,
+    read_header,
+)
 from iclrbench.core.task import ClaimResult
 
 DEFAULT_DB = Path(".iclrbench") / "results.sqlite"
-#: marks a SQLite file as ours (PRAGMA application_id), so a stranger's database is never written to
-APPLICATION_ID = 0x1C1B2025
 BUSY_TIMEOUT_MS = 30_000
-#: the first 16 bytes of every SQLite 3 database file
-SQLITE_HEADER = b"SQLite format 3\x00"
 #: how long opening waits for another process that is creating the same file's schema
 INIT_PATIENCE_S = 60.0
 #: how long a reader waits for a file that another process is creating
 READER_PATIENCE_S = 5.0
-#: companion files SQLite keeps next to a database (never an output either)
-_COMPANIONS = ("", "-wal", "-shm", "-journal")
-#: the first bytes of a write-ahead log (two byte orders) and of a rollback journal
-_WAL_MAGICS = (bytes.fromhex("377f0682"), bytes.fromhex("377f0683"))
-_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
-
-_CLAIMS_TABLE = """CREATE TABLE IF NOT EXISTS claims (
-    task TEXT NOT NULL, claim_id TEXT NOT NULL, budget TEXT NOT NULL,
-    statement TEXT NOT NULL, verdict TEXT NOT NULL, measured TEXT NOT NULL, created_at TEXT NOT NULL,
-    task_version INTEGER NOT NULL DEFAULT 0, config_hash TEXT NOT NULL DEFAULT '',
-    claim_version INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (task, claim_id, budget, task_version, config_hash, claim_version)
-)"""
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_key TEXT NOT NULL UNIQUE,
-    task TEXT NOT NULL, task_version INTEGER NOT NULL,
-    config_hash TEXT NOT NULL, config TEXT NOT NULL,
-    algorithm TEXT NOT NULL, role TEXT NOT NULL,
-    params_hash TEXT NOT NULL, params TEXT NOT NULL,
-    seed INTEGER NOT NULL, budget TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('ok', 'failed')), error TEXT NOT NULL DEFAULT '',
-    metrics TEXT NOT NULL, curves TEXT NOT NULL, notes TEXT NOT NULL DEFAULT '',
-    wall_s REAL NOT NULL, cpu_s REAL NOT NULL, peak_mem_mb REAL NOT NULL,
-    provenance TEXT NOT NULL, created_at TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_by_task ON runs (task, task_version, config_hash, algorithm);
-{claims}
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-""".format(claims=_CLAIMS_TABLE + ";")
-
-_JSON_FIELDS = ("config", "params", "metrics", "curves", "provenance")
-_COLUMNS = (
-    "run_key",
-    "task",
-    "task_version",
-    "config_hash",
-    "config",
-    "algorithm",
-    "role",
-    "params_hash",
-    "params",
-    "seed",
-    "budget",
-    "status",
-    "error",
-    "metrics",
-    "curves",
-    "notes",
-    "wall_s",
-    "cpu_s",
-    "peak_mem_mb",
-    "provenance",
-    "created_at",
-)
 
 
 def resolve_path(db: str | os.PathLike[str] | None) -> Path:
     """``--db``, else ``$ICLRBENCH_DB``, else ``./.iclrbench/results.sqlite``."""
     return Path(db or os.environ.get("ICLRBENCH_DB") or DEFAULT_DB)
-
-
-def _head(path: Path) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(len(SQLITE_HEADER))
-
-
-def _identity(conn: sqlite3.Connection) -> tuple[int, set[str]]:
-    """The file's application id and table names (0 and none for a new, empty database), read in one
-    transaction: two separate reads could straddle a sibling's schema commit and see its tables with
-    the id still 0 -- a "foreign" database that is in fact ours."""
-    own = not conn.in_transaction
-    if own:
-        conn.execute("BEGIN")
-    try:
-        app_id = int(conn.execute("PRAGMA application_id").fetchone()[0])
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    finally:
-        if own and conn.in_transaction:
-            conn.execute("COMMIT")
-    return app_id, tables
-
-
-def _has_claim_versions(conn: sqlite3.Connection) -> bool:
-    return "task_version" in {r[1] for r in conn.execute("PRAGMA table_info(claims)")}
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
-
-
-def _is_sqlite_file(path: Path) -> bool | None:
-    """Whether ``path`` is an SQLite database or one's ``-wal`` / ``-shm`` / ``-journal`` (by its first
-    bytes, or by its name beside a database); ``None`` when it cannot be read to tell."""
-    for suffix in _COMPANIONS[1:]:
-        if path.name.endswith(suffix):
-            base = path.with_name(path.name[: -len(suffix)])
-            try:
-                if base.is_file() and _head(base) == SQLITE_HEADER:
-                    return True
-            except OSError:
-                return None
-    try:
-        if path.stat().st_size == 0:
-            return False  # an empty file holds nothing to lose
-        head = _head(path)
-    except OSError:
-        return None
-    return head == SQLITE_HEADER or head[:4] in _WAL_MAGICS or head[:8] == _JOURNAL_MAGIC
-
-
-def refuse_overwrite(
-    target: str | os.PathLike[str], store: str | os.PathLike[str] | None, option: str
-) -> None:
-    """Raise :class:`UserError` if writing ``target`` could replace the results store ``store`` (or its
-    ``-wal``/``-shm``/``-journal``) or any SQLite database or its companion files, however the file is
-    named: another spelling, a symbolic link or a hard link to it (``os.path.samefile``), a different
-    database altogether (its first bytes), or a ``-wal`` / ``-shm`` / ``-journal`` beside one (overwriting
-    a database's un-checkpointed log loses its committed transactions; a hot journal's, makes its crashed
-    writes permanent). A file whose first bytes cannot be read is refused too, unless it is empty."""
-    target_path = Path(target)
-    if store is not None:
-        for suffix in _COMPANIONS:
-            companion = Path(f"{store}{suffix}")
-            same = (
-                os.path.samefile(target_path, companion)
-                if target_path.exists() and companion.exists()
-                else os.path.realpath(target_path) == os.path.realpath(companion)
-            )
-            if same:
-                raise UserError(
-                    f"{option} {target}: that is the results store {store}{suffix}; refusing to overwrite it"
-                )
-    if target_path.is_file():
-        verdict = _is_sqlite_file(target_path)
-        if verdict is None:
-            raise UserError(
-                f"{option} {target}: cannot be read to check that it is not a database; "
-                "refusing to overwrite it"
-            )
-        if verdict:
-            raise UserError(
-                f"{option} {target}: is an SQLite database or one's journal; refusing to overwrite it"
-            )
-    elif target_path.name.endswith(_COMPANIONS[1:]) and _is_sqlite_file(target_path):
-        raise UserError(f"{option} {target}: is the journal of an SQLite database; refusing to write it")
 
 
 class ResultStore:
@@ -233,7 +98,7 @@ class ResultStore:
         if not stat.S_ISREG(mode):  # a FIFO or a device would block or stream, never hold runs
             raise UserError(f"--db {path}: not a regular file (a pipe, socket or device); left untouched")
         try:
-            head = _head(path)
+            head = read_header(path)
         except OSError as exc:
             raise UserError(f"--db {path}: cannot read ({exc.strerror})") from None
         # never hand a foreign file to sqlite; an empty file is one being created (by us or a sibling)
@@ -286,7 +151,7 @@ class ResultStore:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('write_probe', '')")
         except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
+            if is_busy(exc):
                 return  # another process is writing it: writable, and each put waits its turn
             raise UserError(
                 f"--db {self.path}: cannot be written ({exc}); 'bench leaderboard', 'export' and 'show' "
@@ -308,7 +173,7 @@ class ResultStore:
         delay = 0.005
         while True:
             try:
-                app_id, tables = _identity(conn)
+                app_id, tables = identity(conn)
                 if app_id == APPLICATION_ID:
                     return
                 if app_id != 0 or tables:
@@ -318,9 +183,9 @@ class ResultStore:
                     )
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("BEGIN IMMEDIATE")
-                app_id, tables = _identity(conn)  # again, under the lock: a sibling may have won
+                app_id, tables = identity(conn)  # again, under the lock: a sibling may have won
                 if app_id == 0 and not tables:
-                    for statement in _SCHEMA.split(";"):
+                    for statement in SCHEMA.split(";"):
                         if statement.strip():
                             conn.execute(statement)
                     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
@@ -331,7 +196,7 @@ class ResultStore:
             except sqlite3.OperationalError as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                if _is_busy(exc) and time.monotonic() < deadline:
+                if is_busy(exc) and time.monotonic() < deadline:
                     time.sleep(delay)
                     delay = min(delay * 2, 0.2)
                     continue
@@ -347,13 +212,13 @@ class ResultStore:
         COLUMN`` cannot change a primary key, so the table is rebuilt in one transaction (SQLite's
         documented way); old verdicts get version 0 and hash ''.
         """
-        if _has_claim_versions(conn):
+        if has_claim_versions(conn):
             return
         try:
             conn.execute("BEGIN IMMEDIATE")
-            if not _has_claim_versions(conn):  # a sibling may have migrated meanwhile
+            if not has_claim_versions(conn):  # a sibling may have migrated meanwhile
                 conn.execute("ALTER TABLE claims RENAME TO claims_before_versions")
-                conn.execute(_CLAIMS_TABLE)
+                conn.execute(CLAIMS_TABLE)
                 conn.execute(
                     "INSERT INTO claims (task, claim_id, budget, statement, verdict, measured, created_at) "
                     "SELECT task, claim_id, budget, statement, verdict, measured, created_at "
@@ -409,7 +274,7 @@ class ResultStore:
                 conn = sqlite3.connect(
                     candidate, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
                 )
-                app_id, tables = _identity(conn)
+                app_id, tables = identity(conn)
             except sqlite3.DatabaseError as exc:
                 if conn is not None:
                     conn.close()  # the failed attempt's handle, before the next one
@@ -477,14 +342,14 @@ class ResultStore:
 
     def put_many(self, results: Iterable[RunResult]) -> list[int]:
         """Insert or replace several runs in one transaction (imports, tests); returns their run ids."""
-        placeholders = ", ".join("?" for _ in _COLUMNS)
-        insert = f"INSERT INTO runs ({', '.join(_COLUMNS)}) VALUES ({placeholders})"
+        placeholders = ", ".join("?" for _ in COLUMNS)
+        insert = f"INSERT INTO runs ({', '.join(COLUMNS)}) VALUES ({placeholders})"
         ids = []
         with self._write() as conn:
             for result in results:
                 row = result.to_json()
                 values = [result.key] + [
-                    json.dumps(row[c], sort_keys=True) if c in _JSON_FIELDS else row[c] for c in _COLUMNS[1:]
+                    json.dumps(row[c], sort_keys=True) if c in JSON_FIELDS else row[c] for c in COLUMNS[1:]
                 ]
                 conn.execute("DELETE FROM runs WHERE run_key = ?", (result.key,))
                 result.run_id = int(conn.execute(insert, values).lastrowid or 0)
@@ -571,10 +436,10 @@ class ResultStore:
         return out
 
     def _to_result(self, row: Iterable[Any]) -> RunResult:
-        names = ["run_id", *_COLUMNS]
+        names = ["run_id", *COLUMNS]
         data = dict(zip(names, row, strict=True))
         data.pop("run_key")
-        for c in _JSON_FIELDS:
+        for c in JSON_FIELDS:
             data[c] = json.loads(data[c])
         return RunResult(**data)
 
@@ -607,7 +472,7 @@ class ResultStore:
         several base configs were judged. A claim the task no longer has is left out. For a task that is
         not installed, its newest stored version stands in. ``all_versions`` returns every verdict.
         """
-        versioned = _has_claim_versions(self._conn)  # a read-only store may predate the columns
+        versioned = has_claim_versions(self._conn)  # a read-only store may predate the columns
         extra = "task_version, config_hash, claim_version" if versioned else "0, '', 0"
         sql = f"SELECT task, claim_id, statement, verdict, measured, budget, {extra}, created_at FROM claims"
         args: list[Any] = []

@@ -117,7 +117,7 @@ def summarise(values: np.ndarray, *, iqm_interval: bool = True) -> MetricSummary
         ci_low=finite(ci[0]) if ci else None,
         ci_high=finite(ci[1]) if ci else None,
         iqm=stats.iqm(x),
-        std=finite(float(x.std(ddof=1))) if x.size > 1 else None,
+        std=finite(stats.sample_std(x)) if x.size > 1 else None,
         n=int(x.size),
         iqm_low=finite(iqm_ci[0]) if iqm_ci else None,
         iqm_high=finite(iqm_ci[1]) if iqm_ci else None,

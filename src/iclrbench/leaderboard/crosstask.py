@@ -109,7 +109,8 @@ def normalised_scores(table: Table) -> dict[str, float]:
         (values.max(), values.min()) if table.primary.higher_is_better else (values.min(), values.max())
     )
     span = best - worst
-    return {a: 1.0 if span == 0 else float((v - worst) / span) for a, v in means.items()}
+    with np.errstate(invalid="ignore", divide="ignore"):  # an infinite mean: no normalised score (nan)
+        return {a: 1.0 if span == 0 else float((v - worst) / span) for a, v in means.items()}
 
 
 def problems(tables: Sequence[Table]) -> list[Table]:

@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from iclrbench.core import catalog
-from iclrbench.core.outputs import write_output
-from iclrbench.core.store import refuse_overwrite
+from iclrbench.core.outputs import refuse_overwrite, write_output
 from iclrbench.leaderboard.aggregate import aggregate
 from iclrbench.leaderboard.html import render_html
 
