@@ -354,3 +354,24 @@ def test_infinite_metrics_print_no_numpy_warnings(bench: BenchRunner, tmp_path: 
         assert "inf" in out
         code, _, err = bench("leaderboard", "--db", db, "--html", tmp_path / "page.html")
         assert code == 0 and "Warning" not in err, err
+
+
+# 11, and the echo of a huge value ------------------------------------------------------------------
+def test_negative_zero_is_the_same_config_as_zero(bench: BenchRunner, tmp_path: Path) -> None:
+    db = tmp_path / "runs.sqlite"
+    first = ("run", TASK, "random-price", "--seeds", "0", "--budget", "smoke", "--db", db, "--format", "json")
+    assert bench(*first, "--set", "noise=0")[0] == 0
+    code, out, err = bench(*first, "--set", "noise=-0")
+    assert code == 0, err
+    assert json.loads(out.splitlines()[0])["reused"] is True
+    assert len(_rows(db)) == 1
+
+
+@pytest.mark.parametrize("key", ["noise", "d", "feedback", "nosuchkey"])
+def test_a_huge_set_value_is_not_echoed_whole(bench: BenchRunner, tmp_path: Path, key: str) -> None:
+    code, _, err = bench(
+        "run", TASK, "random-price", "--set", f"{key}={'x' * 100_000}", "--db", tmp_path / "r.sqlite"
+    )
+    assert code == 2
+    _one_line(err)
+    assert len(err) < 1000

@@ -145,7 +145,7 @@ def check(instance: Any, *, prefix: str = "") -> None:
         choices, low, high = f.metadata.get("choices"), f.metadata.get("low"), f.metadata.get("high")
         if choices is not None and value not in choices:
             options = ", ".join(map(str, choices))
-            raise UserError(f"{name}: '{value}' is not one of {options}")
+            raise UserError(f"{name}: {show(value)} is not one of {options}")
         if not f.metadata.get("allow_nonfinite", False) and has_nonfinite(value):
             raise UserError(f"{name}: {show(value)} is not finite (this field takes no nan or inf)")
         numbers = value if isinstance(value, (tuple, list)) else (value,)

@@ -145,9 +145,23 @@ def _exact_scalar(tp: Any, value: Any) -> bool:
     return tp is float and type(value) is float
 
 
+def _without_negative_zero(value: Any) -> Any:
+    """-0.0 as 0.0, inside tuples and lists too: they compare equal, so they must hash equal (``--set
+    noise=-0`` is the config ``noise=0``, and its stored runs are reused)."""
+    if type(value) is float:
+        return value + 0.0  # IEEE: -0.0 + 0.0 == +0.0, every other value unchanged
+    if isinstance(value, tuple | list):
+        return type(value)(_without_negative_zero(v) for v in value)
+    return value
+
+
 def validate(tp: Any, value: Any) -> Any:
     """``value`` (already structured) as the type ``tp``, by pydantic; :class:`BadValue` when it does not
-    fit."""
+    fit. A negative zero comes back as zero."""
+    return _without_negative_zero(_validate(tp, value))
+
+
+def _validate(tp: Any, value: Any) -> Any:
     if typing.get_origin(tp) is typing.Annotated and not _has_pydantic_meta(tp):
         tp = strip_annotated(tp)  # plain documentation metadata: nothing for pydantic to enforce
     if _exact_scalar(tp, value):
