@@ -1,5 +1,6 @@
-"""heterophilic-graph-pooling through the runner and the CLI: metrics of both problems, bad input in one
-line, and the claim judges on fake runs (each able to say yes, no and don't know)."""
+"""heterophilic-graph-pooling through the runner and the CLI: metrics of both problems, pool ratios and
+algorithm-problem pairings it cannot run refused, and the claim judges on fake runs (each able to say yes,
+no and don't know)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from iclrbench.benchmarks.heterophilic_graph_pooling import (
 )
 from iclrbench.core.result import RunResult
 from iclrbench.testing import fake_runs
-from tests.conftest import BenchRunner
+from tests.conftest import Refused
 
 TASK = "heterophilic-graph-pooling"
 DECLARED = {m.name for m in GraphPoolingTask.metrics}
@@ -62,7 +63,6 @@ def test_same_seed_same_classification() -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["maxcutpool", "--set", "problem=bogus"], "problem"),
         (["maxcutpool", "--set", "pool_ratio=0"], "pool_ratio"),
         (["maxcutpool", "--set", "pool_ratio=1.5"], "pool_ratio"),
         (["exact", "--set", "family=er"], "exact"),
@@ -70,10 +70,10 @@ def test_same_seed_same_classification() -> None:
         (["goemans-williamson", "--set", "problem=classification"], "problem=maxcut"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(bench: BenchRunner, db: Path, args: list[str], needle: str) -> None:
-    code, out, err = bench("run", TASK, *args, "--db", db, "--budget", "smoke", "--quiet")
-    assert code == 2, (out, err)
-    assert needle in err and len(err.strip().splitlines()) == 1
+def test_ratios_and_pairings_it_cannot_run_are_refused(
+    refused: Refused, args: list[str], needle: str
+) -> None:
+    assert needle in refused("run", TASK, *args, "--budget", "smoke", "--quiet")
 
 
 def _runs(algorithm: str, scores: list[float], seeds: tuple[int, ...] = (0, 1, 2)) -> list[RunResult]:
