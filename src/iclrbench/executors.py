@@ -42,6 +42,13 @@ from iclrbench.core.errors import UserError
 from iclrbench.core.registry import did_you_mean
 
 Chunk = TypeVar("Chunk")
+# The resource tracker (a process of its own) unlinks the semaphores a killed driver's pool leaves and
+# warns that it did. kill -9 of a sweep is a supported way to stop one (nothing stored is lost), so the
+# tracker, which takes its warning options from this interpreter's, starts with that warning off.
+_TRACKER_QUIET = "ignore:resource_tracker:UserWarning"
+if _TRACKER_QUIET not in sys.warnoptions:
+    sys.warnoptions.append(_TRACKER_QUIET)
+
 EXECUTORS = ("serial", "process", "dask")
 
 
@@ -68,13 +75,21 @@ def max_jobs() -> int:
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs. A zombie does not: a driver killed with -9 whose parent has not reaped
+    it yet (a script that started it and now waits to read its output) still answers signal 0, and its
+    workers, watching for it, would run on and hold that output open forever."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, owned by someone else (a reused pid): treat as gone
         return False
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):  # no /proc (macOS): signal 0 is all there is
+        return True
+    return state not in (b"Z", b"X")
 
 
 def die_with_parent(watch: int | None = None) -> None:

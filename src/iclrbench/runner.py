@@ -349,8 +349,13 @@ def _child(conn: Any, specs: Sequence[RunSpec], path: list[str], requester: int)
             catalog.get_algorithm(specs[0].task, specs[0].algorithm)
         conn.send("ready")
         conn.send(execute_batch(specs))
+    except (KeyboardInterrupt, BrokenPipeError):
+        # Ctrl-C reaches the whole process group: the driver reports it and keeps every finished run; a
+        # child's own traceback (or its pipe to a driver already gone) would only bury that one line
+        os._exit(130)
     finally:
-        conn.close()
+        with contextlib.suppress(OSError):
+            conn.close()
 
 
 def _in_child(specs: Sequence[RunSpec], limit: float) -> list[RunResult] | None:

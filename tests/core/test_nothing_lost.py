@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -375,3 +376,49 @@ def test_a_huge_set_value_is_not_echoed_whole(bench: BenchRunner, tmp_path: Path
     assert code == 2
     _one_line(err)
     assert len(err) < 1000
+
+
+def _sweep_then(signum: int, tmp_path: Path, *extra: str) -> str:
+    """A ``-j 2`` sweep of the plugin's sleeping task, sent ``signum`` once some runs are stored (to its
+    whole process group, as a terminal's Ctrl-C is; SIGKILL to the driver alone); its stderr."""
+    from tests.conftest import plugin_env
+
+    db = tmp_path / "runs.sqlite"
+    command = [sys.executable, "-m", "iclrbench.cli", "run", "noop", "constant", "uniform", "--seeds", "0-59"]
+    command += ["--budget", "smoke", "--set", "sleep=0.2", "-j", "2", "--db", str(db), *extra]
+    proc = subprocess.Popen(
+        command,
+        env=plugin_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        with contextlib.suppress(sqlite3.Error):
+            if db.exists() and len(_rows(db)) >= 4:
+                break
+        time.sleep(0.1)
+    if signum == signal.SIGKILL:
+        os.kill(proc.pid, signum)  # the driver alone: its pool's semaphores are left to the tracker
+    else:
+        os.killpg(proc.pid, signum)
+    _, err = proc.communicate(timeout=60)
+    time.sleep(1)  # the resource tracker outlives the driver by a moment
+    return err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("signum", "extra"),
+    [(signal.SIGINT, ("--timeout", "600")), (signal.SIGTERM, ()), (signal.SIGKILL, ())],
+)
+def test_stopping_a_sweep_prints_no_traceback_or_leak_warning(
+    signum: int, extra: tuple[str, ...], tmp_path: Path
+) -> None:
+    err = _sweep_then(signum, tmp_path, *extra)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "leaked semaphore" not in err, err
+    if signum != signal.SIGKILL:
+        assert "interrupted; every finished run is stored" in err

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from iclrbench.cli.parser import parse_args
 from iclrbench.cli.stores import close_stores
 from iclrbench.core.errors import UserError
-from iclrbench.core.interrupt import stop_on_sigint
+from iclrbench.core.interrupt import stop_on_signals
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         args = parse_args(argv)
-        with stop_on_sigint():
+        with stop_on_signals():
             return int(args.func(args))
     except UserError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
