@@ -20,13 +20,8 @@ from iclrbench.core.task import Task
 from tests.conftest import Refused
 
 MISTAKES = ("misspelt-algorithm", "not-key-value", "unknown-key", "wrong-type", "out-of-bounds")
-#: (task, mistake) -> the bug that makes it fail today; strict, so that the fix is noticed and this goes
-KNOWN_BUGS = {
-    ("latent-perceptual-loss", "out-of-bounds"): (
-        "--set dataset=<not a choice> is a KeyError traceback: LatentDiffusionConfig.__post_init__ reads "
-        "DATASETS[dataset] before the choices are checked"
-    ),
-}
+#: (task, mistake) -> why that task still fails that case: a strict xfail, so the fix is noticed
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 
 
 def _algorithm(task: Task) -> str:

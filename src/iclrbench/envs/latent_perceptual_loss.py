@@ -65,6 +65,8 @@ class LatentDiffusionConfig:
     def __post_init__(self) -> None:
         if self.width % 8:
             raise ValueError(f"width {self.width}: a multiple of 8 (the denoiser's group norms)")
+        if self.dataset not in DATASETS:  # before the lookup below; the choices check comes after this
+            raise ValueError(f"dataset: {self.dataset!r} is not one of {', '.join(DATASETS)}")
         side = DATASETS[self.dataset][0]
         if self.image_size not in (0, side):
             raise ValueError(
