@@ -16,8 +16,9 @@ setup: $(STAMP)
 
 # llama.cpp, mobile-llm-profiling's runtime (the `llamacpp` extra), has no wheel on the index: it compiles
 # from source, ~4 min on 2 cores, once. Portable flags (AVX2, no AVX-512 or AMX): the native build crashes
-# in the quantised kernels on AVX-512/AMX Xeons (README). pip caches built wheels by source, not by flags,
-# so the wheel is built outside pip's cache into a folder named by the flags, and installed from there.
+# in the quantised kernels on AVX-512/AMX Xeons (docs/tasks/mobile_llm_profiling.md). pip caches built
+# wheels by source, not by flags, so the wheel is built outside pip's cache into a folder named by the flags,
+# and installed from there.
 # `make setup LLAMACPP=0` leaves it out (the task then shows as unavailable and its tests skip).
 LLAMACPP ?= 1
 LLAMACPP_VERSION := 0.3.36

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from iclrbench.core import catalog
+
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "iclrbench"
 #: the floors, lowest first: a module imports only from lower floors, or from its own part
@@ -154,6 +156,9 @@ def test_one_stem_per_task() -> None:
         )
         assert (ROOT / "tests" / stem).is_dir(), f"{task_id} has no tests/{stem}/"
         assert (ROOT / "docs" / "tasks" / f"{stem}.md").is_file(), f"{task_id} has no docs/tasks/{stem}.md"
+        assert catalog.get_task(task_id).docs_page() == f"docs/tasks/{stem}.md", (
+            "bench info names another page"
+        )
     strays = sorted(
         m for m in MODULES if stem_of(m) is not None and stem_of(m) != "__init__" and stem_of(m) not in stems
     )

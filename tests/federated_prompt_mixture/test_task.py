@@ -91,9 +91,9 @@ def test_no_ray_outlives_a_run(federations: dict[str, Outcome]) -> None:
 
 @pytest.mark.long
 def test_flwr_run_deploys_the_same_apps(federations: dict[str, Outcome], tmp_path: Path) -> None:
-    """The README's deploy path, `make flower-run`: `flwr run` of flower_app/ on the local SuperLink reports
-    the accuracy and bytes of the same federation run through `bench`, and leaves no SuperLink running,
-    and no Ray session folder in the system temp."""
+    """The deploy path of docs/tasks/federated_prompt_mixture.md, `make flower-run`: `flwr run` of flower_app/
+    on the local SuperLink reports the accuracy and bytes of the same federation run through `bench`, and
+    leaves no SuperLink running, and no Ray session folder in the system temp."""
     import json
     import os
     import re

@@ -70,6 +70,7 @@ def _info_data(task_id: str) -> dict[str, Any]:
         "id": task.id,
         "version": task.version,
         "summary": plain_text(task.summary),
+        "docs": task.docs_page(),
         "paper": {
             "title": task.paper.title,
             "authors": task.paper.authors,
@@ -132,6 +133,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"  {data['summary']}",
         f"  paper: {p['title']}",
         f"         {p['authors']} ({p['venue']}, arXiv:{p['arxiv']})",
+        *([f"  docs: {data['docs']}"] if data["docs"] else []),
         "  config (--set KEY=VALUE):",
     ]
     out += [_param_line(c) for c in data["config"]]

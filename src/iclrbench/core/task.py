@@ -176,8 +176,8 @@ class Claim:
     version: int = 1
     #: the budget the claim is defined at; verdicts from other budgets are shown as "not checked"
     budget: str = "small"
-    #: the verdict this suite measured at ``budget`` on 2 CPU cores, reproduced or not (the task's README
-    #: section has the figures); ``tests/test_claims_small.py`` checks it from real runs. None where the
+    #: the verdict this suite measured at ``budget`` on 2 CPU cores, reproduced or not (the task's docs/tasks
+    #: page section has the figures); ``tests/test_claims_small.py`` checks it from real runs. None where the
     #: claim's runs are too long for the test suite (then ``bench claims`` is the check)
     expected: Verdict | None = None
 
@@ -222,12 +222,25 @@ class Task(abc.ABC):
     #: former name -> current name of each renamed algorithm: the runner renames stored runs (and their
     #: run keys) before looking for them, so a rename redoes no finished run
     renamed_algorithms: ClassVar[Mapping[str, str]] = {}
+    #: the task's page (what it measures, how to run it, its verdicts): a path or URL; built-in tasks leave
+    #: it empty and have docs/tasks/<stem>.md in the repository (see :meth:`docs_page`)
+    docs: ClassVar[str] = ""
     #: config overrides that ``make demo`` runs, one leaderboard table each
     demo_settings: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
     #: the extra and modules the task needs; a task whose modules are missing is listed as unavailable
     requires: ClassVar[Requirement] = Requirement()
     #: gymnasium ids the task's environments register under -> "module:Class" (imported only on make())
     gym_envs: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def docs_page(cls) -> str:
+        """Where the task is documented: ``docs``, else a built-in task's ``docs/tasks/<stem>.md`` (its id
+        with underscores), else nothing."""
+        if cls.docs:
+            return cls.docs
+        if cls.__module__.split(".")[0] == "iclrbench":
+            return f"docs/tasks/{cls.id.replace('-', '_')}.md"
+        return ""
 
     @classmethod
     def unavailable(cls) -> str | None:

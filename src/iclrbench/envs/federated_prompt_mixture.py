@@ -49,7 +49,7 @@ class FederatedPromptConfig:
     lr: float = param(
         0.015,
         "SGD learning rate of the prompt, cosine over the local epochs (paper: 0.002 in CLIP's token space; "
-        "scaled by (0.056 / 0.02)^2 for MiniLM's word embeddings, see the task's README section)",
+        "scaled by (0.056 / 0.02)^2 for MiniLM's word embeddings, docs/tasks/federated_prompt_mixture.md)",
         low=1e-6,
         high=10.0,
     )

@@ -97,7 +97,8 @@ class DiffusionParams:
     learning_rate: float = param(1e-3, "Adam learning rate", low=1e-6)
     batch_size: int = param(64, "crystals per optimisation step", low=1)
     # the force head by default: with the transformer's score alone both models sat at chance validity
-    # (0.849 SymmCD, 0.858 DiffCSP-P1, chance 0.852 at `small`); with it 0.878 and 0.966 (the README)
+    # (0.849 SymmCD, 0.858 DiffCSP-P1, chance 0.852 at `small`); with it 0.878 and 0.966
+    # (docs/tasks/symmetric_crystal_generation.md)
     score_head: str = param(
         "force",
         "coordinate score: 'force' (a transformer plus pairwise forces, CDVAE-style, on minimum-image "

@@ -20,7 +20,7 @@ coordinates on the 3-torus and a global lattice vector, optionally conditioned o
   translation invariant and permutation equivariant; for asymmetric units (``orbits``) the neighbours
   x_j are the other sites' images under the space group, one per orbit member. The transformer's score
   reads absolute coordinates only; its denoising loss on held-out crystals equals the zero score's at
-  every noise level, so alone it cannot keep atoms apart (see the task's README).
+  every noise level, so alone it cannot keep atoms apart (see docs/tasks/symmetric_crystal_generation.md).
 
 Sampling runs the reverse processes jointly: D3PM posteriors, a predictor step of the reverse VE SDE
 (wrapped onto the torus), and DDPM ancestral steps.

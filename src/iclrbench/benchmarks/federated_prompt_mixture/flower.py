@@ -15,10 +15,10 @@ run in Flower's simulation runtime (Ray), with the bytes counted from the messag
   ClientApp on one CPU; Ray's temporary folder and ``FLWR_HOME`` under the task cache; telemetry off; the
   Ray session is shut down when the run ends, fails or is interrupted.
 
-The same two apps run on a real federation (README: ``flwr run . <federation>`` from a Flower app
-project whose ``[tool.flwr.app.components]`` name ``...:server_app`` and ``...:client_app``); there the
-ServerApp reads its settings from the run config keys ``algorithm``, ``params``, ``config`` (JSON) and
-``seed``.
+The same two apps run on a real federation (docs/tasks/federated_prompt_mixture.md: ``flwr run .
+<federation>`` from a Flower app project whose ``[tool.flwr.app.components]`` name ``...:server_app`` and
+``...:client_app``); there the ServerApp reads its settings from the run config keys ``algorithm``,
+``params``, ``config`` (JSON) and ``seed``.
 """
 
 from __future__ import annotations

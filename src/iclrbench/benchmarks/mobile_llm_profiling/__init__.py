@@ -390,7 +390,7 @@ class MobileLLMTask(Task):
         hint="make setup (builds llama.cpp once, ~4 min), or outside this checkout: "
         "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF "
         "-DGGML_AMX_INT8=OFF' pip install --no-cache-dir 'iclrbench[llm,llamacpp]' (portable: the native "
-        "build crashes in quantised kernels on AVX-512/AMX Xeons; README)",
+        "build crashes in quantised kernels on AVX-512/AMX Xeons; docs/tasks/mobile_llm_profiling.md)",
     )
     algorithm_modules = (
         "iclrbench.algorithms.mobile_llm_profiling",
