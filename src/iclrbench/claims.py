@@ -63,7 +63,7 @@ def check_claims(
             budget=budget,
             task_version=task.version,
             config_hash=base_config_hash,
-            claim_version=claim.version,
+            claim_version=claim.stored_version,
         )
         store.put_claim(result, now)
         verdicts.append(result)

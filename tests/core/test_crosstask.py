@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from iclrbench.core import stats
 from iclrbench.core.result import RunResult
 from iclrbench.core.task import ClaimResult, Metric
 from iclrbench.leaderboard import crosstask
@@ -154,7 +155,7 @@ def test_one_run_has_no_interval_and_records_name_the_method() -> None:
     tables = aggregate(_runs_for({"a": [1.0], "b": [1.0, 2.0, 4.0]}))
     records = {r["algorithm"]: r for r in to_records(tables)}
     assert records["a"]["regret_ci_low"] is None and records["a"]["regret_ci_method"] is None
-    assert records["b"]["regret_ci_method"] == "Student-t 95%"
+    assert records["b"]["regret_ci_method"] == stats.MEAN_CI_METHOD
     assert records["b"]["regret_ci_low"] < 7 / 3 < records["b"]["regret_ci_high"]
     summary = tables[0].rows[0].metrics["regret"]
     assert summary.n == 3 and summary.iqm_low is not None and "bootstrap" in summary.iqm_method

@@ -1,7 +1,10 @@
 """Statistics over seeds that keep their stated coverage at the 3-10 seeds a benchmark row has.
 
 - The mean's interval is Student-t (exact for normal data at any n, close for the heavy-tailed t(3);
-  a percentile bootstrap covers only 52-90% at 2-10 seeds). No interval from fewer than two runs.
+  a percentile bootstrap covers only 52-90% at 2-10 seeds), widened where every value is positive to hold
+  the generalized confidence interval of a log-normal mean as well (:func:`mean_intervals`). Skewed
+  metrics (regret, seconds, set sizes, losses, FD) broke Student-t alone: it covered 0.82-0.89 on
+  log-normal(0, 1) data at 2-10 seeds. No interval from fewer than two runs.
 - The interquartile mean (IQM) is rliable's (Agarwal et al., NeurIPS 2021): the 25%-trimmed mean of all
   scores flattened; its interval is a stratified percentile bootstrap with :data:`IQM_REPS` resamples,
   labelled as such (no small-sample theory backs it, so its coverage at 3 seeds is below nominal).
@@ -22,7 +25,9 @@ DEFAULT_REPS = 2000
 #: resamples of the IQM's bootstrap interval (more than the mean's former 2,000: its tails are what count)
 IQM_REPS = 5000
 CONFIDENCE = 0.95
-MEAN_CI_METHOD = "Student-t 95%"
+MEAN_CI_METHOD = "Student-t 95% (widened to a log-normal generalized interval where all values are positive)"
+#: Monte Carlo draws of the generalized pivot (fixed seed: the same runs give the same interval)
+GCI_DRAWS = 4000
 IQM_CI_METHOD = f"percentile stratified bootstrap 95%, {IQM_REPS} resamples"
 BAND_METHOD = "pointwise 95% Student-t"
 
@@ -57,6 +62,73 @@ def t_interval(values: np.ndarray, alpha: float = 1 - CONFIDENCE) -> tuple[float
         mean, se = x.mean(), x.std(ddof=1) / np.sqrt(x.size)
         half = sps.t.ppf(1 - alpha / 2, x.size - 1) * se
         return float(mean - half), float(mean + half)
+
+
+def lognormal_mean_intervals(
+    values: np.ndarray, alpha: float = 1 - CONFIDENCE, *, draws: int = GCI_DRAWS, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """The generalized confidence interval of a log-normal mean (Krishnamoorthy & Mathew 2003) of each
+    sample along the last axis of positive ``values`` (..., n), n >= 2.
+
+    With ``m``, ``s`` the mean and standard deviation of the logs, the pivot
+    ``m - Z s / sqrt(n) / sqrt(U / (n - 1)) + s^2 (n - 1) / (2 U)``, Z ~ N(0, 1), U ~ chi2(n - 1), is drawn
+    ``draws`` times (the same draws for every sample) and its alpha/2 quantiles, exponentiated, are the
+    interval: near-exact coverage of exp(mu + sigma^2 / 2) at any n for log-normal data.
+    """
+    logs = np.log(np.asarray(values, dtype=float))
+    n = logs.shape[-1]
+    m = logs.mean(axis=-1)[..., None]
+    s = logs.std(axis=-1, ddof=1)[..., None]
+    rng = np.random.default_rng(seed)
+    z, u = rng.standard_normal(draws), rng.chisquare(n - 1, draws)
+    pivot = m - z * s / np.sqrt(n) / np.sqrt(u / (n - 1)) + 0.5 * s**2 * (n - 1) / u
+    lo, hi = np.quantile(pivot, [alpha / 2, 1 - alpha / 2], axis=-1)
+    with np.errstate(over="ignore"):
+        return np.exp(lo), np.exp(hi)
+
+
+def mean_intervals(values: np.ndarray, alpha: float = 1 - CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
+    """The (1 - alpha) interval of the mean of each sample along the last axis of ``values`` (..., n):
+    Student-t, and where a sample's values are all positive, the hull of that and the log-normal mean's
+    generalized interval (:func:`lognormal_mean_intervals`).
+
+    Chosen by simulation (tests/core/test_skewed_statistics.py, 4,000 data sets a cell): at 3-10 seeds
+    it covers 0.95-0.96 on normal and t(3) data (Student-t itself: a normal sample with a negative value
+    is untouched), 0.97-0.98 on log-normal(0, 0.5) and (0, 1), and stays above 0.93 on log-normal(0,
+    1.5), exponential and gamma(0.5) data it was not chosen on. A one-sided miss (the mean above the upper
+    end, a false "mean <= bound") stays under 2.5% on all of them; Student-t alone gave 16-18% on
+    log-normal(0, 1). A positive but symmetric metric pays a slightly wider interval (0.955 instead of
+    0.95 on N(10, 1)). Fewer than two values give nan ends.
+    """
+    from scipy import stats as sps  # here: bench list never loads scipy
+
+    x = np.asarray(values, dtype=float)
+    n = x.shape[-1]
+    if n < 2:
+        nan = np.full(x.shape[:-1], np.nan)
+        return nan, nan.copy()
+    with np.errstate(invalid="ignore", over="ignore"):  # an infinite value: an undefined (nan) interval
+        mean = x.mean(axis=-1)
+        half = sps.t.ppf(1 - alpha / 2, n - 1) * x.std(axis=-1, ddof=1) / np.sqrt(n)
+    low, high = np.array(mean - half, ndmin=1), np.array(mean + half, ndmin=1)
+    x = x.reshape(-1, n)
+    positive = np.all(x > 0, axis=-1) & np.all(np.isfinite(x), axis=-1)
+    low, high = low.reshape(-1), high.reshape(-1)
+    if np.any(positive):
+        glo, ghi = lognormal_mean_intervals(x[positive], alpha)
+        low[positive] = np.minimum(low[positive], glo)
+        high[positive] = np.maximum(high[positive], ghi)
+    shape = np.shape(values)[:-1]
+    return low.reshape(shape), high.reshape(shape)
+
+
+def mean_interval(values: np.ndarray, alpha: float = 1 - CONFIDENCE) -> tuple[float, float] | None:
+    """:func:`mean_intervals` of one sample (:data:`MEAN_CI_METHOD`); ``None`` from fewer than two values."""
+    x = np.asarray(values, dtype=float).ravel()
+    if x.size < 2:
+        return None
+    low, high = mean_intervals(x, alpha)
+    return float(low), float(high)
 
 
 def sample_std(values: np.ndarray) -> float:

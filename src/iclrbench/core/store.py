@@ -530,7 +530,7 @@ def _current_claims(results: list[tuple[str, ClaimResult]]) -> list[ClaimResult]
             if c.task_version != newest_stored[c.task]:
                 continue
         else:
-            rules = {claim.id: claim.version for claim in cls.claims}
+            rules = {claim.id: claim.stored_version for claim in cls.claims}
             if c.task_version != cls.version or rules.get(c.id) != c.claim_version:
                 continue
         key = (c.task, c.id, c.budget)

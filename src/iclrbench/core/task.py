@@ -144,6 +144,13 @@ class RunRequest:
     seeds: tuple[int, ...]
 
 
+#: the version of the core decision rule (:mod:`iclrbench.core.decision`) verdicts are judged by. 1: Student-t
+#: everywhere; 2: a one-sample quantity whose values are all positive also holds the log-normal mean's
+#: generalized interval (skewed metrics: Student-t alone called a mean on its bound below it 16-18% of the
+#: time on log-normal(0, 1) data)
+DECISION_RULE = 2
+
+
 @dataclasses.dataclass(frozen=True)
 class ClaimResult:
     """One verdict as stored: which claim (and which version of its rule), judged at which budget, on
@@ -172,7 +179,8 @@ class Claim:
     statement: str
     requests: Callable[[str], Sequence[RunRequest]]
     judge: Callable[[list[list[RunResult]]], tuple[Verdict, dict[str, Any]]]
-    #: bump when the decision rule changes, so that verdicts of the old rule are told apart
+    #: bump when the claim's judge changes, so that verdicts of the old judge are told apart (a change of
+    #: the core decision rule is :data:`DECISION_RULE`, which every claim's stored version carries)
     version: int = 1
     #: the budget the claim is defined at; verdicts from other budgets are shown as "not checked"
     budget: str = "small"
@@ -180,6 +188,13 @@ class Claim:
     #: page section has the figures); ``tests/test_claims_small.py`` checks it from real runs. None where the
     #: claim's runs are too long for the test suite (then ``bench claims`` is the check)
     expected: Verdict | None = None
+
+    @property
+    def stored_version(self) -> int:
+        """The version stored with a verdict: the claim's ``version`` under the core decision rule
+        :data:`DECISION_RULE`, as ``1000 * (rule - 1) + version`` (rule 1's verdicts, stored before rules
+        had versions, carry ``version`` alone), so a new rule supersedes every verdict of the old one."""
+        return 1000 * (DECISION_RULE - 1) + self.version
 
 
 def ok_runs(runs: Sequence[RunResult]) -> list[RunResult]:

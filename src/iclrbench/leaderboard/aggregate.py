@@ -1,6 +1,7 @@
 """From stored runs to leaderboard tables: one table per (task, task version, config), one row per
-(algorithm, params), every metric summarised by n, mean with a Student-t 95% interval (none from one run),
-IQM with its bootstrap interval, and ranked on the primary metric.
+(algorithm, params), every metric summarised by n, mean with its 95% interval
+(:data:`iclrbench.core.stats.MEAN_CI_METHOD`; none from one run), IQM with its bootstrap interval, and
+ranked on the primary metric.
 
 Ranks order the rows' means on the primary metric, as the table shows them; equal means share a rank.
 A row whose mean is NaN (or which lacks the primary) is unranked (``rank == 0``) and listed last. The order
@@ -110,7 +111,7 @@ def summarise(values: np.ndarray, *, iqm_interval: bool = True) -> MetricSummary
     """n, mean, Student-t interval, std, IQM and (unless ``iqm_interval`` is False) its bootstrap
     interval of one metric's values."""
     x = np.asarray(values, dtype=float)
-    ci = stats.t_interval(x)
+    ci = stats.mean_interval(x)
     iqm_ci = stats.iqm_interval(x) if iqm_interval and not np.isnan(x).any() else None
     return MetricSummary(
         mean=float(x.mean()),

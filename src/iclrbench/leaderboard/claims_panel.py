@@ -70,7 +70,8 @@ def claim_views(task_id: str, results: Sequence[ClaimResult]) -> list[ClaimView]
             detail = []
             if getattr(r, "task_version", 0):
                 detail.append(f"task v{r.task_version}")
-            detail.append(f"rule v{getattr(r, 'claim_version', 1)}")
+            stored_version = getattr(r, "claim_version", 1)  # 1000 * (decision rule - 1) + claim version
+            detail.append(f"rule v{stored_version % 1000}, decision rule v{stored_version // 1000 + 1}")
             if getattr(r, "config_hash", ""):
                 detail.append(f"config {r.config_hash}")
             out.append(
