@@ -22,6 +22,7 @@ from iclrbench.algorithms.federated_prompt_mixture import (
     train_prompt,
     weighted_mean,
 )
+from iclrbench.algorithms.federated_prompt_mixture.flower import RunSettings, local_data
 from iclrbench.baselines.federated_prompt_mixture import (
     FedPer,
     FedPerParams,
@@ -30,7 +31,6 @@ from iclrbench.baselines.federated_prompt_mixture import (
     LocalCoOp,
     ZeroShot,
 )
-from iclrbench.benchmarks.federated_prompt_mixture.flower import RunSettings, local_data
 from iclrbench.core import catalog
 from iclrbench.core import config as cfg
 from iclrbench.core.config import NoParams

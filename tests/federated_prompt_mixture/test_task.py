@@ -67,8 +67,8 @@ def test_bytes_are_what_each_method_sends(federations: dict[str, Outcome]) -> No
 
 
 def test_zero_shot_through_flower_is_the_frozen_pair_alone(federations: dict[str, Outcome]) -> None:
+    from iclrbench.algorithms.federated_prompt_mixture.flower import RunSettings, local_data
     from iclrbench.baselines.federated_prompt_mixture import ZeroShot
-    from iclrbench.benchmarks.federated_prompt_mixture.flower import RunSettings, local_data
     from iclrbench.core import config as cfg
     from iclrbench.core.config import NoParams
 
@@ -80,7 +80,7 @@ def test_zero_shot_through_flower_is_the_frozen_pair_alone(federations: dict[str
 
 
 def test_no_ray_outlives_a_run(federations: dict[str, Outcome]) -> None:
-    from iclrbench.benchmarks.federated_prompt_mixture.flower import _runtime_dirs
+    from iclrbench.algorithms.federated_prompt_mixture.flower import _runtime_dirs
 
     ray = pytest.importorskip("ray")
     assert federations and not ray.is_initialized()

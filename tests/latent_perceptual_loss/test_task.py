@@ -61,7 +61,7 @@ def test_lpl_sends_a_gradient_through_the_frozen_decoder() -> None:
     import torch
 
     from iclrbench.algorithms.latent_perceptual_loss import LatentPerceptualLoss
-    from iclrbench.benchmarks.latent_perceptual_loss import nets as latent_nets
+    from iclrbench.algorithms.latent_perceptual_loss import nets as latent_nets
 
     ae = latent_nets.autoencoder("digits")
     recipe = LatentPerceptualLoss(None, None, np.random.default_rng(0))

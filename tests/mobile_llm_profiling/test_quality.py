@@ -18,14 +18,14 @@ from iclrbench.benchmarks.mobile_llm_profiling import (
     r_squared,
     spearman,
 )
-from iclrbench.benchmarks.mobile_llm_profiling.quality import (
+from iclrbench.envs.mobile_llm_profiling import MobileLLMConfig, probes
+from iclrbench.envs.mobile_llm_profiling.quality import (
     agreement,
     hallucination_rate,
     is_correct,
     normalise,
     token_f1,
 )
-from iclrbench.envs.mobile_llm_profiling import MobileLLMConfig, probes
 from iclrbench.models.quantise import LLAMA_TYPES
 from iclrbench.testing import fake_runs
 

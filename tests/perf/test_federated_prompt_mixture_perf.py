@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from iclrbench.algorithms.federated_prompt_mixture import PFedMoAP, PFedMoAPParams
+from iclrbench.algorithms.federated_prompt_mixture.flower import RunSettings, local_data, simulate
 from iclrbench.benchmarks.federated_prompt_mixture import FederatedPromptTask
-from iclrbench.benchmarks.federated_prompt_mixture.flower import RunSettings, local_data, simulate
 from iclrbench.core import config as cfg
 from iclrbench.core.seeding import seed_for
 

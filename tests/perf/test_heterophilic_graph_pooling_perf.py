@@ -11,8 +11,8 @@ import torch
 from torch_geometric.data import Batch, Data
 
 from iclrbench.algorithms.heterophilic_graph_pooling import MaxCutPoolAlgorithm, MaxCutPoolParams
+from iclrbench.algorithms.heterophilic_graph_pooling.classify import classifier
 from iclrbench.baselines.heterophilic_graph_pooling import GoemansWilliamson, GwParams, TopK
-from iclrbench.benchmarks.heterophilic_graph_pooling.classify import classifier
 from iclrbench.core import config as cfg
 from iclrbench.envs.heterophilic_graph_pooling import (
     GraphPoolingConfig,

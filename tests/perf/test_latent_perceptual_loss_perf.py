@@ -18,7 +18,7 @@ FIGURES: dict[str, float] = {}
 
 @pytest.fixture(scope="module")
 def setup() -> dict:
-    from iclrbench.benchmarks.latent_perceptual_loss import nets as latent_nets
+    from iclrbench.algorithms.latent_perceptual_loss import nets as latent_nets
 
     config = env.LatentDiffusionConfig()
     ae = latent_nets.autoencoder("digits")

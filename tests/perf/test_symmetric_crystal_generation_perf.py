@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from iclrbench.benchmarks.symmetric_crystal_generation import metrics as cm
 from iclrbench.envs.symmetric_crystal_generation import generate_crystal, shipped_structures
+from iclrbench.envs.symmetric_crystal_generation import metrics as cm
 
 
 def test_validity_and_spacegroup_over_1000_structures(benchmark) -> None:  # type: ignore[no-untyped-def]

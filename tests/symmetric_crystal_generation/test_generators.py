@@ -165,7 +165,7 @@ def test_the_paper_threshold_yields_to_the_data_floor_and_the_claim_at_our_scale
 
 
 def test_the_d_sg_floor_is_the_distance_between_draws_of_one_distribution() -> None:
-    from iclrbench.benchmarks.symmetric_crystal_generation.metrics import (
+    from iclrbench.envs.symmetric_crystal_generation.metrics import (
         spacegroup_distance,
         spacegroup_distance_floor,
     )

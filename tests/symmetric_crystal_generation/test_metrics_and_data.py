@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iclrbench.benchmarks.symmetric_crystal_generation import metrics as cm
 from iclrbench.envs.symmetric_crystal_generation import (
     AsymmetricUnit,
     Site,
@@ -21,6 +20,7 @@ from iclrbench.envs.symmetric_crystal_generation import (
     shipped_structures,
     spacegroup_of,
 )
+from iclrbench.envs.symmetric_crystal_generation import metrics as cm
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from iclrbench.algorithms.symmetric_crystal_generation import CrystalGenerator
-from iclrbench.benchmarks.symmetric_crystal_generation import metrics as crystal_metrics
 from iclrbench.core import decision
 from iclrbench.core.algorithm import Algorithm
 from iclrbench.core.cache import cache_root
@@ -48,6 +47,7 @@ from iclrbench.envs.symmetric_crystal_generation import (
     reference_population,
     reference_set,
 )
+from iclrbench.envs.symmetric_crystal_generation import metrics as crystal_metrics
 from iclrbench.models.torch_threads import one_torch_thread
 
 TASK_ID = "symmetric-crystal-generation"

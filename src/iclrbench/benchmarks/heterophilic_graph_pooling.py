@@ -275,7 +275,7 @@ class GraphPoolingTask(Task):
 
     def _classify(self, algorithm: Algorithm, config: GraphPoolingConfig, seed: int) -> Outcome:
         from iclrbench.algorithms.heterophilic_graph_pooling import Pooler
-        from iclrbench.benchmarks.heterophilic_graph_pooling.classify import cross_validate
+        from iclrbench.algorithms.heterophilic_graph_pooling.classify import cross_validate
 
         if not isinstance(algorithm, Pooler):
             raise TypeError(f"{type(algorithm).__name__} does not implement Pooler.build")

@@ -5,7 +5,7 @@ Configurations of one language model (:mod:`iclrbench.algorithms.mobile_llm_prof
 types and torch transformations) are profiled on this CPU
 (:mod:`iclrbench.envs.mobile_llm_profiling.profiler`: time to first token, prefill and decode tokens/s, weight
 and peak memory, energy per token) and probed for quality against the highest-precision model
-(:mod:`iclrbench.benchmarks.mobile_llm_profiling.quality`). The subject is the tiny llama trained here
+(:mod:`iclrbench.envs.mobile_llm_profiling.quality`). The subject is the tiny llama trained here
 (float32 reference) or SmolLM2-135M-Instruct, whose highest precision is Q4_1 de-quantised (``--set
 model=smollm2``): "the full model" means that.
 
@@ -80,7 +80,7 @@ def full_model(source: Path, n_ctx: int) -> Any:
 
 def reference_answers(source: Path, config: MobileLLMConfig, asked: Probes) -> list[str]:
     """The full model's greedy answers to ``asked``, cached by the file's content and the questions."""
-    from iclrbench.benchmarks.mobile_llm_profiling.quality import answers
+    from iclrbench.envs.mobile_llm_profiling.quality import answers
     from iclrbench.models.language import file_digest
 
     key = json.dumps(
@@ -441,7 +441,7 @@ class MobileLLMTask(Task):
 
     def evaluate(self, algorithm: Algorithm, config: MobileLLMConfig, seed: int) -> Outcome:
         from iclrbench.algorithms.mobile_llm_profiling import ModelConfiguration
-        from iclrbench.benchmarks.mobile_llm_profiling import quality as quality
+        from iclrbench.envs.mobile_llm_profiling import quality as quality
         from iclrbench.envs.mobile_llm_profiling.devices import project_all
         from iclrbench.envs.mobile_llm_profiling.profiler import profile
         from iclrbench.envs.mobile_llm_profiling.roofline import measured_bandwidth, predicted_decode_tps

@@ -5,7 +5,7 @@ N clients learn prompts for a frozen dual encoder (:mod:`iclrbench.models.vision
 all-MiniLM-L6-v2 text tower prompted CoOp-style, a small image tower pre-trained contrastively once) on a
 seeded procedural image set split pathologically, by Dirichlet(0.5) labels, or by labels plus a per-client
 camera shift (:mod:`iclrbench.envs.federated_prompt_mixture`). Every run is a Flower federation in Flower's
-simulation runtime (:mod:`iclrbench.benchmarks.federated_prompt_mixture.flower`): one ClientApp per client,
+simulation runtime (:mod:`iclrbench.algorithms.federated_prompt_mixture.flower`): one ClientApp per client,
 our Strategy on the ServerApp.
 
 Metrics per run: ``accuracy`` (primary: mean over clients of the test accuracy after the last round),
@@ -214,7 +214,7 @@ class FederatedPromptTask(Task):
         what it gives alone (its own nodes, messages, seeds). ``seconds`` is the runtime's wall time
         shared equally among them."""
         from iclrbench.algorithms.federated_prompt_mixture import PromptMethod
-        from iclrbench.benchmarks.federated_prompt_mixture.flower import RunSettings, simulate_many
+        from iclrbench.algorithms.federated_prompt_mixture.flower import RunSettings, simulate_many
 
         for algorithm in algorithms:
             if not isinstance(algorithm, PromptMethod):

@@ -2,7 +2,7 @@
 (arXiv:2411.04873).
 
 One run = one (recipe, dataset, parameterisation, seed): a class-conditional latent denoiser
-(:mod:`iclrbench.benchmarks.latent_perceptual_loss.nets`) is trained from scratch on the frozen autoencoder's
+(:mod:`iclrbench.algorithms.latent_perceptual_loss.nets`) is trained from scratch on the frozen autoencoder's
 latents of the dataset's training images (:mod:`iclrbench.envs.latent_perceptual_loss`) with the recipe's loss
 (:mod:`iclrbench.algorithms.latent_perceptual_loss`), then samples ``samples`` images (classes in equal
 shares) from fixed noise. The seed fixes the denoiser's initial weights, its batches, times and noise, and the
@@ -65,7 +65,7 @@ def train_and_sample(recipe: Any, config: LatentDiffusionConfig, seed: int) -> d
     """Train the denoiser with ``recipe`` and sample; returns images, labels and training figures."""
     import torch
 
-    from iclrbench.benchmarks.latent_perceptual_loss import nets as latent_nets
+    from iclrbench.algorithms.latent_perceptual_loss import nets as latent_nets
 
     p = config.parameterisation
     images = load_images(config.dataset)
@@ -126,7 +126,7 @@ def quality(generated: Any, labels: Any, config: LatentDiffusionConfig) -> dict[
     """FD, precision, recall and sample accuracy in the frozen evaluator's features."""
     import torch
 
-    from iclrbench.benchmarks.latent_perceptual_loss import nets as latent_nets
+    from iclrbench.algorithms.latent_perceptual_loss import nets as latent_nets
     from iclrbench.models.image_metrics import frechet_distance, precision_recall
 
     images = load_images(config.dataset)
@@ -340,7 +340,7 @@ class LatentPerceptualLossTask(Task):
     )
 
     def prepare(self, config: LatentDiffusionConfig) -> None:
-        from iclrbench.benchmarks.latent_perceptual_loss import nets as latent_nets
+        from iclrbench.algorithms.latent_perceptual_loss import nets as latent_nets
 
         latent_nets.autoencoder(config.dataset)
         latent_nets.evaluator(config.dataset, config.classes, config.side)

@@ -1,7 +1,7 @@
 """local-sgd-training: Cheng et al., "EDiT: a local-SGD-based efficient distributed training method for
 large language models", ICLR 2025 (arXiv:2412.07210).
 
-One run starts ``workers`` real processes (:mod:`iclrbench.benchmarks.local_sgd_training.worker`) joined by
+One run starts ``workers`` real processes (:mod:`iclrbench.algorithms.local_sgd_training.worker`) joined by
 torch.distributed over gloo at a free port of this machine, each training the small causal transformer of
 :mod:`iclrbench.envs.local_sgd_training` on its shard of a seeded Markov-chain corpus, and syncing as the
 algorithm (:mod:`iclrbench.algorithms.local_sgd_training`) says, until the run's virtual time budget is spent.
@@ -89,7 +89,7 @@ def launch(config: LocalSGDConfig, seed: int, sync: dict[str, Any], timeout: flo
                             [
                                 sys.executable,
                                 "-m",
-                                "iclrbench.benchmarks.local_sgd_training.worker",
+                                "iclrbench.algorithms.local_sgd_training.worker",
                                 "--spec",
                                 str(spec_path),
                             ],

@@ -5,7 +5,7 @@ The rendezvous is torchrun's (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTE
 environment), so the same entry point runs under the task's driver or under ``torchrun`` across machines::
 
     torchrun --nnodes 2 --nproc-per-node 1 --node-rank 0 --master-addr HOST --master-port 29500 \\
-        -m iclrbench.benchmarks.local_sgd_training.worker --spec run.json      # the same on the other node,
+        -m iclrbench.algorithms.local_sgd_training.worker --spec run.json      # the same on the other node,
         rank 1
 
 ``run.json`` holds ``{"config": {...}, "seed": 0, "sync": {...}, "out": "result.json"}`` (the driver

@@ -1,7 +1,7 @@
 """local-sgd-training's methods: EDiT and A-EDiT (Cheng et al., ICLR 2025); the local-SGD family they are
 compared with is in :mod:`iclrbench.baselines.local_sgd_training`. Each algorithm is declarative: its
 parameters become a :class:`SyncSpec` (plain data) that every worker process
-(:mod:`iclrbench.benchmarks.local_sgd_training.worker`) turns into the same sync schedule.
+(:mod:`iclrbench.algorithms.local_sgd_training.worker`) turns into the same sync schedule.
 
 EDiT (section 3): after ``warmup_steps`` fully synchronous steps, workers take ``tau`` local AdamW steps,
 then sync *layer by layer* in forward pre-hooks (the paper overlaps each layer's sync with the forward
