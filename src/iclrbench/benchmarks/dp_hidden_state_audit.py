@@ -311,7 +311,9 @@ class DpAuditTask(Task):
             _requests_tight,
             judge_tight,
             version=2,
-            expected="not_reproduced",
+            # decision rule 2 (positive tightness ratios also hold the log-normal mean's interval): at 3
+            # seeds, eps 2 gives 0.468 (0.251 to 1.087), no longer wholly below 0.7 (rule 1: not reproduced)
+            expected="inconclusive",
         ),
         Claim(
             "k25-less-tight",
