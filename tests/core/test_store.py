@@ -140,13 +140,14 @@ def test_default_claims_are_the_installed_task_and_rule_versions(db: Path) -> No
 
     cls = next(c for c in catalog.task_classes() if c.id == "contextual-bilateral-trade")
     rule = cls.claims[0]
-    current = _verdict(cls.id, rule.id, cls.version, claim_version=rule.version)
+    current = _verdict(cls.id, rule.id, cls.version, claim_version=rule.stored_version)
     with ResultStore(db) as store:
         store.put_claim(current, "now")
-        store.put_claim(_verdict(cls.id, rule.id, cls.version - 1, claim_version=rule.version), "before")
-        store.put_claim(_verdict(cls.id, rule.id, cls.version + 1, claim_version=rule.version), "a branch")
+        stored = rule.stored_version
+        store.put_claim(_verdict(cls.id, rule.id, cls.version - 1, claim_version=stored), "before")
+        store.put_claim(_verdict(cls.id, rule.id, cls.version + 1, claim_version=stored), "a branch")
         store.put_claim(
-            _verdict(cls.id, rule.id, cls.version, config_hash="h0", claim_version=rule.version - 1), "x"
+            _verdict(cls.id, rule.id, cls.version, config_hash="h0", claim_version=stored - 1), "x"
         )
         store.put_claim(_verdict(cls.id, "a-claim-since-removed", cls.version), "old")
         assert store.claims(cls.id) == [current]

@@ -227,9 +227,20 @@ def as_dict(instance: Any) -> dict[str, Any]:
     return plain_data(instance) if dataclasses.is_dataclass(instance) else {}
 
 
+def _positive_zeros(value: Any) -> Any:
+    """``value`` with every -0.0 as 0.0 (they are equal, so they must hash equal)."""
+    if type(value) is float:
+        return value + 0.0
+    if isinstance(value, dict):
+        return {k: _positive_zeros(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_positive_zeros(v) for v in value]
+    return value
+
+
 def stable_hash(data: Mapping[str, Any]) -> str:
-    """A short hash of a JSON-able mapping, independent of key order."""
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    """A short hash of a JSON-able mapping, independent of key order and of the sign of a zero."""
+    text = json.dumps(_positive_zeros(dict(data)), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
