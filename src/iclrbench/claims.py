@@ -10,6 +10,7 @@ from typing import Any
 from iclrbench import runner
 from iclrbench.core import catalog
 from iclrbench.core import config as cfg
+from iclrbench.core.artifact import ARTIFACTS_KEY, summarise
 from iclrbench.core.result import RunResult
 from iclrbench.core.store import ResultStore
 from iclrbench.core.task import ClaimResult
@@ -53,7 +54,11 @@ def check_claims(
     verdicts = []
     for claim_id, groups in planned:
         claim = task.claim(claim_id)
-        verdict, measured = claim.judge([[by_key[s.key] for s in g] for g in groups])
+        runs = [[by_key[s.key] for s in g] for g in groups]
+        verdict, measured = claim.judge(runs)
+        artifacts = summarise([r.provenance for g in runs for r in g if r.status == "ok"])
+        if artifacts:  # what the verdict was measured on, beside it
+            measured = {**measured, ARTIFACTS_KEY: artifacts}
         result = ClaimResult(
             task=task.id,
             id=claim.id,

@@ -26,6 +26,7 @@ from typing import Any
 
 from iclrbench.core import catalog, interrupt
 from iclrbench.core import config as cfg
+from iclrbench.core.artifact import ArtifactBelowFloor, provenance_entry
 from iclrbench.core.errors import UserError
 from iclrbench.core.registry import did_you_mean
 from iclrbench.core.result import RunResult, provenance, run_provenance
@@ -268,6 +269,8 @@ def execute_batch(specs: Sequence[RunSpec]) -> list[RunResult]:
             result.metrics = {k: float(v) for k, v in outcome.metrics.items()}
             result.curves = {k: dataclasses.asdict(c) for k, c in outcome.curves.items()}
             result.notes = outcome.notes
+            if outcome.artifacts:
+                result.provenance["artifacts"] = provenance_entry(outcome.artifacts)
             bad = [k for k, v in result.metrics.items() if not math.isfinite(v)]
             if bad:  # a NaN regret is not a result: it would poison every mean it enters
                 result.status = "failed"
@@ -279,6 +282,8 @@ def execute_batch(specs: Sequence[RunSpec]) -> list[RunResult]:
             return [r for s in specs for r in execute_batch([s])]
         results[0].status = "failed"
         results[0].error = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, ArtifactBelowFloor):  # the figures that failed it, kept with the failure
+            results[0].provenance["artifacts"] = provenance_entry([exc.quality])
         results[0].notes = traceback.format_exc(limit=8)
     _stamp(results, time.perf_counter() - wall0, time.process_time() - cpu0)
     return results

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from iclrbench.core import config as cfg
+from iclrbench.core.artifact import ArtifactQuality
 from iclrbench.core.errors import UserError
 from iclrbench.core.registry import did_you_mean
 
@@ -133,6 +134,9 @@ class Outcome:
     metrics: dict[str, float]
     curves: dict[str, Curve] = dataclasses.field(default_factory=dict)
     notes: str = ""
+    #: the trained models the run's figures rest on, with their quality (stored in the run's provenance and
+    #: shown beside every verdict judged on the run; :mod:`iclrbench.core.artifact`)
+    artifacts: tuple[ArtifactQuality, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from iclrbench.core import catalog
+from iclrbench.core.artifact import ARTIFACTS_KEY
 from iclrbench.core.errors import UserError
 from iclrbench.core.jsonsafe import finite
 from iclrbench.core.task import Claim, ClaimResult
@@ -33,6 +34,8 @@ class ClaimView:
     status: str
     label: str
     measured: str = ""
+    #: (artifact, its quality) for each trained model the verdict rests on, shown beside the verdict
+    artifacts: tuple[tuple[str, str], ...] = ()
     detail: str = ""
     note: str = ""
     command: str = ""
@@ -74,6 +77,8 @@ def claim_views(task_id: str, results: Sequence[ClaimResult]) -> list[ClaimView]
             detail.append(f"rule v{stored_version % 1000}, decision rule v{stored_version // 1000 + 1}")
             if getattr(r, "config_hash", ""):
                 detail.append(f"config {r.config_hash}")
+            figures = dict(r.measured)
+            artifacts = figures.pop(ARTIFACTS_KEY, None)
             out.append(
                 ClaimView(
                     cid,
@@ -81,7 +86,10 @@ def claim_views(task_id: str, results: Sequence[ClaimResult]) -> list[ClaimView]
                     budget,
                     r.verdict,
                     r.verdict.replace("_", " "),
-                    _measured(r.measured),
+                    _measured(figures),
+                    artifacts=tuple((str(k), str(v)) for k, v in artifacts.items())
+                    if isinstance(artifacts, dict)
+                    else (),
                     detail=" · ".join(detail),
                 )
             )
