@@ -46,6 +46,14 @@ def test_runs_report_every_declared_metric(outcomes: dict[str, RunResult]) -> No
         assert set(outcome.curves) == {"r2_early_visual", "r2_category", "r2_count", "r2_mixed"}
 
 
+def test_every_run_carries_the_image_tower_in_its_provenance(outcomes: dict[str, RunResult]) -> None:
+    from iclrbench.models.vision_language import TOWER_FLOORS, tower_quality
+
+    for name, outcome in outcomes.items():  # the clip set is the tower's features
+        assert outcome.provenance["artifacts"] == {"image tower": tower_quality().as_json()}, name
+    assert outcome.provenance["artifacts"]["image tower"]["floors"] == [str(f) for f in TOWER_FLOORS]
+
+
 def test_the_reference_recovers_what_the_baselines_cannot(outcomes: dict[str, RunResult]) -> None:
     ref = outcomes["himalaya-ridge"].metrics
     assert ref["recovery_error"] < 0.05 and ref["ranking_agreement"] > 0.7

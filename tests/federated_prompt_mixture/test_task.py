@@ -57,6 +57,13 @@ def test_runs_report_the_declared_metrics(federations: dict[str, Outcome]) -> No
         assert m["bytes_up"] > 0 and m["bytes_down"] > 0
 
 
+def test_every_run_reports_the_tower_it_rests_on(federations: dict[str, Outcome]) -> None:
+    from iclrbench.models.vision_language import tower_quality
+
+    for outcome in federations.values():  # the runner stores them in the run's provenance
+        assert outcome.artifacts == (tower_quality(),)
+
+
 def test_bytes_are_what_each_method_sends(federations: dict[str, Outcome]) -> None:
     promptfl, local = federations["promptfl"].metrics, federations["local-coop"].metrics
     prompt_bytes = 16 * 384 * 4  # one float32 prompt

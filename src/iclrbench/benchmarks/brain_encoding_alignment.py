@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from iclrbench.core.algorithm import Algorithm
+from iclrbench.core.artifact import ArtifactQuality
 from iclrbench.core.decision import Evidence, combine, empty, mean_figure, metric_values, threshold
 from iclrbench.core.result import RunResult
 from iclrbench.core.task import (
@@ -269,7 +270,7 @@ def judge_null(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
 # -------------------------------------------------------------------------------------------------- task
 class BrainEncodingTask(Task):
     id = TASK_ID
-    version = 1
+    version = 2  # 2: the clip set's image tower is trained to a plateau (models.vision_language v4)
     paper = Paper(
         title=(
             "Correlating instruction-tuning (in multimodal models) with vision-language processing "
@@ -377,6 +378,11 @@ class BrainEncodingTask(Task):
 
         if not isinstance(algorithm, EncodingPipeline):
             raise TypeError(f"{type(algorithm).__name__} is not an EncodingPipeline")
+        artifacts: tuple[ArtifactQuality, ...] = ()
+        if "clip" in config.feature_sets:  # the CLIP-like set is the image tower's features
+            from iclrbench.models.vision_language import checked_tower_quality
+
+            artifacts = (checked_tower_quality(),)  # below its floors the run fails here, saying so
         with one_torch_thread():  # parallel runs do not oversubscribe; one thread sums in one order
             recording = record(config, seed, feature_sets)
             started = time.perf_counter()
@@ -407,4 +413,5 @@ class BrainEncodingTask(Task):
             metrics=metrics,
             curves=curves,
             notes=f"{config.images} images, {len(recording.region)} voxels; {shares}",
+            artifacts=artifacts,
         )

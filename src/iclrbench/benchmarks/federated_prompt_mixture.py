@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from iclrbench.core.algorithm import Algorithm
+from iclrbench.core.artifact import ArtifactQuality
 from iclrbench.core.config import as_dict
 from iclrbench.core.decision import combine, compare_runs, empty, mean_figure
 from iclrbench.core.result import RunResult
@@ -107,7 +108,7 @@ def judge_shift(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]
 
 class FederatedPromptTask(Task):
     id = TASK_ID
-    version = 2  # 2: the image tower is trained on one thread (models.vision_language v3)
+    version = 3  # 3: the image tower is trained to a plateau (models.vision_language v4)
     paper = Paper(
         title="Mixture of experts made personalized: federated prompt learning for vision-language models",
         authors="Jun Luo, Chen Chen, Shandong Wu",
@@ -215,6 +216,7 @@ class FederatedPromptTask(Task):
         shared equally among them."""
         from iclrbench.algorithms.federated_prompt_mixture import PromptMethod
         from iclrbench.algorithms.federated_prompt_mixture.flower import RunSettings, simulate_many
+        from iclrbench.models.vision_language import checked_tower_quality
 
         for algorithm in algorithms:
             if not isinstance(algorithm, PromptMethod):
@@ -223,13 +225,15 @@ class FederatedPromptTask(Task):
             RunSettings(a.name, as_dict(a.params), as_dict(config), int(seed))
             for a, seed in zip(algorithms, seeds, strict=True)
         ]
+        # every figure rests on the frozen tower: below its floors a run fails, saying so, before Ray starts
+        tower = checked_tower_quality()
         started = time.perf_counter()
         logs = simulate_many(federations, self.actors(config))
         seconds = (time.perf_counter() - started) / len(logs)
-        return [self._outcome(config, log, seconds) for log in logs]
+        return [self._outcome(config, log, seconds, tower) for log in logs]
 
     @staticmethod
-    def _outcome(config: FederatedPromptConfig, log: Any, seconds: float) -> Outcome:
+    def _outcome(config: FederatedPromptConfig, log: Any, seconds: float, tower: ArtifactQuality) -> Outcome:
         accs = np.array([log.accuracy[c] for c in sorted(log.accuracy)])
         metrics = {
             "accuracy": float(np.mean(accs)),
@@ -251,4 +255,5 @@ class FederatedPromptTask(Task):
                 f"{config.split}: {config.clients} clients, {log.rounds} rounds; per-client accuracy "
                 f"{np.round(accs, 3).tolist()}; client compute {log.client_seconds:.1f} s"
             ),
+            artifacts=(tower,),
         )
