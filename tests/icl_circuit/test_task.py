@@ -1,5 +1,6 @@
-"""icl-circuit through the runner and the CLI at smoke (a d=64 subject trained 300 steps, cached once per
-test session): every metric, the invariants of an ablation, determinism, the below-chance gate, layers
+"""icl-circuit through the runner and the CLI at smoke (the d=64 subject trained until converged, cached
+once): every metric, the invariants of an ablation, determinism, the subject's floors and the below-chance
+gate, the subject's quality in every run's provenance, layers
 the subject does not have refused, the claim judges saying yes, no and inconclusive, and the SmolLM2
 subject's masks cutting exactly the links they name."""
 
@@ -17,6 +18,7 @@ from iclrbench.benchmarks.icl_circuit import (
     judge_encode,
     judge_to_chance,
 )
+from iclrbench.core.artifact import ArtifactBelowFloor
 from iclrbench.core.result import RunResult
 from iclrbench.testing import RunFailed, evaluate_once, fake_runs
 from tests.conftest import Refused
@@ -68,9 +70,37 @@ def test_the_same_seed_gives_the_same_run(outcomes: dict[str, RunResult]) -> Non
     assert {"kernel_alignment_rise", "merge_attention", "correct_induction"} & set(changed)
 
 
-def test_an_untrained_subject_is_not_analysed() -> None:
+def test_an_unconverged_subject_is_not_analysed_and_its_figures_are_kept() -> None:
+    """10 steps: nowhere near the floors; the run fails saying which figure missed, by how much, and how
+    to fix it, and the failed run keeps the subject's figures in its provenance."""
+    with pytest.raises(RunFailed) as caught:
+        evaluate_once(TASK, "none", max_train_steps=10, d_model=32)
+    result = caught.value.result
+    assert result.error.startswith(
+        f"{ArtifactBelowFloor.__name__}: the tiny subject did not reach its floors"
+    )
+    assert "(needs >= 0.95)" in result.error and "10 steps" in result.error
+    assert "--set max_train_steps=" in result.error
+    figures = result.provenance["artifacts"]["tiny subject"]["figures"]
+    assert figures["accuracy"] < 0.95
+
+
+def test_a_subject_that_beats_its_floors_but_not_chance_on_the_test_episodes_is_not_analysed() -> None:
+    """The per-run gate stays: floors of 0 let an untrained subject through training, and the test
+    episodes' chance check stops it."""
     with pytest.raises(RunFailed, match=f"{BelowChance.__name__}: .*does not beat chance"):
-        evaluate_once(TASK, "none", train_steps=10, min_above_chance=0.5)
+        evaluate_once(
+            TASK, "none", max_train_steps=10, d_model=32, accuracy_floor=0, induction_floor=-1,
+            min_above_chance=0.5,
+        )  # fmt: skip
+
+
+def test_runs_carry_the_subjects_quality(outcomes: dict[str, RunResult]) -> None:
+    for run in outcomes.values():
+        quality = run.provenance["artifacts"]["tiny subject"]
+        assert quality["figures"]["accuracy"] >= 0.95 and quality["figures"]["induction"] >= 0.15
+        assert quality["floors"] == ["accuracy >= 0.95", "induction >= 0.15"]
+        assert "floors met at" in quality["trained"]
 
 
 @pytest.mark.parametrize(

@@ -16,10 +16,12 @@ import functools
 import hashlib
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from iclrbench.core.artifact import ArtifactQuality, Floor
 from iclrbench.core.cache import build_once, cache_root
 from iclrbench.envs.icl_circuit import (
     TASK_ID,
@@ -34,14 +36,21 @@ from iclrbench.envs.icl_circuit.analysis import Trace, gather
 #: config keys that change the trained tiny subject (the others only change what is measured)
 TINY_KEYS = (
     "k", "classes", "topics", "topic_words", "label_words", "x_len", "d_model", "n_layers", "heads",
-    "train_steps", "subject_seed",
+    "max_train_steps", "subject_seed", "accuracy_floor", "induction_floor",
 )  # fmt: skip
+#: bump when the tiny subject's model or training change: cached subjects of another version are not read
+TINY_VERSION = 2  # 2: trained until converged, its held-out quality stored with the weights
+#: how far the subject's held-out figures may move for the same seed on another machine or thread count
+#: (measured: tests/icl_circuit/test_subject_quality.py trains it on 1 and 2 threads)
+TOLERANCE = {"accuracy": 0.02, "induction": 0.08}
 
 Masks = dict[int, np.ndarray]
 
 
 class Subject(Protocol):
     name: str
+    #: the trained subject's held-out quality; None for a model trained elsewhere (SmolLM2)
+    quality: ArtifactQuality | None
 
     def episodes(self, n: int, rng: np.random.Generator) -> Episodes: ...
 
@@ -60,13 +69,44 @@ def batches(episodes: Episodes, masks: Masks | None, size: int) -> Iterator[tupl
 
 
 def tiny_weights(config: IclCircuitConfig, log: Any = None) -> Any:
-    """Path of the trained tiny subject's state dict, training it first if no cached copy exists
-    (``log(step, loss)`` every 250 steps while training)."""
+    """Path of the trained tiny subject (its state dict and held-out quality), training it first if no
+    cached copy exists (``log(step, loss, accuracy, induction)`` at each check while training)."""
     import torch
 
-    key = json.dumps({k: getattr(config, k) for k in TINY_KEYS}, sort_keys=True)
-    path = cache_root() / TASK_ID / f"tiny-{hashlib.sha256(key.encode()).hexdigest()[:16]}.pt"
-    return build_once(path, lambda tmp: torch.save(train_tiny(config, log).state_dict(), tmp))
+    from iclrbench.models.torch_threads import one_torch_thread
+
+    def build(tmp: Any) -> None:
+        # on one thread: the same subject whichever process trains it (a run, or the driver's prepare), and
+        # no oversubscribed thread pool when other runs share the cores (2 threads beside 2 busy processes
+        # ran 20 times slower than 1)
+        with one_torch_thread():
+            model, quality = train_tiny(config, log)
+        torch.save({"state": model.state_dict(), "quality": quality}, tmp)
+
+    return build_once(tiny_path(config), build)
+
+
+def tiny_path(config: IclCircuitConfig) -> Path:
+    """Where the trained tiny subject of ``config`` is cached (keyed by :data:`TINY_VERSION` and the
+    config's :data:`TINY_KEYS`)."""
+    key = json.dumps({"version": TINY_VERSION, **{k: getattr(config, k) for k in TINY_KEYS}}, sort_keys=True)
+    return cache_root() / TASK_ID / f"tiny-{hashlib.sha256(key.encode()).hexdigest()[:16]}.pt"
+
+
+def subject_quality(config: IclCircuitConfig, figures: dict[str, float]) -> ArtifactQuality:
+    """The tiny subject's quality as runs record it, with the config's floors."""
+    steps, met = int(figures["steps"]), int(figures["floors_met_at"])
+    return ArtifactQuality(
+        "tiny subject",
+        {k: round(float(figures[k]), 4) for k in ("accuracy", "induction", "loss")},
+        (
+            Floor("accuracy", ">=", config.accuracy_floor),
+            Floor("induction", ">=", config.induction_floor),
+        ),
+        TOLERANCE,
+        f"{steps:,} steps, d={config.d_model}, seed {config.subject_seed}"
+        + (f" (floors met at {met:,})" if met else f" (floors not met; at most {config.max_train_steps:,})"),
+    )
 
 
 class TinySubject:
@@ -77,9 +117,11 @@ class TinySubject:
 
         self.config = config
         self.model = make_model(config)
-        # tensors only (weights_only): loading never runs pickled code
-        self.model.load_state_dict(torch.load(tiny_weights(config), weights_only=True))
+        # tensors and numbers only (weights_only): loading never runs pickled code
+        saved = torch.load(tiny_weights(config), weights_only=True)
+        self.model.load_state_dict(saved["state"])
         self.model.eval()
+        self.quality = subject_quality(config, saved["quality"])
 
     def episodes(self, n: int, rng: np.random.Generator) -> Episodes:
         return sample_episodes(self.config, n, rng)
@@ -113,6 +155,7 @@ def _smollm2() -> Any:
 
 class SmolSubject:
     name = "smollm2"
+    quality = None
 
     def __init__(self, config: IclCircuitConfig) -> None:
         self.config = config
