@@ -250,8 +250,8 @@ class IclCircuitTask(Task):
             "trained subject.",
             to_chance_requests,
             judge_to_chance,
-            # measured at small: the mask leaves 0.898 (chance 0.333; unablated 0.997): s_q still reads the
-            # labels through the tokens after each y_i, which attend to it
+            # measured at small (v2's converged subject): the mask leaves 0.809 (chance 0.333; unablated
+            # 0.999): s_q still reads the labels through the tokens after each y_i, which attend to it
             expected="not_reproduced",
         ),
         Claim(
