@@ -42,13 +42,30 @@ if TYPE_CHECKING:
 
 TASK = "heterophilic-graph-pooling"
 
-#: ScoreNet of the MAXCUT experiment (pooler/maxcutpool-cut.yaml): 4 x 32 HetMP (ReLU), MLP 4 x 8 (ReLU)
-CUT_SCORENET = {"mp_units": (32,) * 4, "mp_act": "relu", "mlp_units": (8,) * 4, "mlp_act": "relu"}
-#: ScoreNet of graph classification (pooler/maxcutpool.yaml): 12 HetMP layers (tanh), MLP 2 x 16 (ReLU)
+
+def listmult(values: list[int], times: int) -> tuple[int, ...]:
+    """The public configs' ``${listmult: LIST, TIMES}`` resolver (``source/utils/hydra.py``): the list
+    repeated ``times`` times (``listmult([4], 32)`` is 32 fours), as a tuple of layer widths."""
+    if times < 0:
+        raise ValueError(f"listmult: times must be >= 0, got {times}")
+    return tuple(values) * times
+
+
+#: ScoreNet of the MAXCUT experiment (``pooler/maxcutpool-cut.yaml``: ``mp_units: ${listmult: [4], 32}``,
+#: ``mlp_units: ${listmult: [4], 8}``): 32 HetMP layers of width 4 (ReLU), an MLP of 8 layers of width 4
+#: (ReLU). The depth is the point: 32 hops of propagation reach across the 8 x 12 grid (diameter 18).
+CUT_SCORENET = {
+    "mp_units": listmult([4], 32),
+    "mp_act": "relu",
+    "mlp_units": listmult([4], 8),
+    "mlp_act": "relu",
+}
+#: ScoreNet of graph classification (``pooler/maxcutpool.yaml``): 12 HetMP layers (tanh), MLP
+#: ``${listmult: [16], 2}`` (ReLU)
 CLASSIFY_SCORENET = {
     "mp_units": (32, 32, 32, 32, 16, 16, 16, 16, 8, 8, 8, 8),
     "mp_act": "tanh",
-    "mlp_units": (16, 16),
+    "mlp_units": listmult([16], 2),
     "mlp_act": "relu",
 }
 

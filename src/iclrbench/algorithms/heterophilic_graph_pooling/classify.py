@@ -113,6 +113,15 @@ def _test(model: Any, loader: Any) -> tuple[float, float]:
     return right / max(count, 1), float(np.concatenate(kept).mean()) if kept else 1.0
 
 
+def dense_clusters(config: GraphPoolingConfig, sizes: np.ndarray) -> int:
+    """Clusters of the dense poolers (DiffPool, MinCutPool, DMoN): int(avg_nodes * ratio), as the public
+    ``run_graph_classification.py`` computes ``pooled_nodes``. Its ``MultipartiteDataModule`` sets
+    avg_nodes = max_N (20; parts have 1..max_N - 1 nodes, so ``max_part + 1`` here), not the mean graph
+    size (~100): 10 clusters; other sets (as its TU modules) take the mean number of nodes."""
+    average = config.max_part + 1 if config.dataset == "multipartite" else int(sizes.mean())
+    return max(1, int(average * config.pool_ratio))
+
+
 def cross_validate(
     pooler: Pooler, config: GraphPoolingConfig, seed: int
 ) -> tuple[dict[str, float], list[list[float]]]:
@@ -125,8 +134,7 @@ def cross_validate(
     labels = dataset.y.numpy()
     classes = int(labels.max()) + 1
     folds = stratified_folds(labels, config.folds, rng_for(seed, TASK_ID, "folds"))
-    sizes = np.diff(dataset.slices["x"].numpy())
-    pooled_nodes = max(1, int(sizes.mean() * config.pool_ratio))
+    pooled_nodes = dense_clusters(config, np.diff(dataset.slices["x"].numpy()))
     accuracies, kept, parameters, curves = [], [], 0, []
     start = time.perf_counter()
     for fold in range(config.folds_run):

@@ -7,20 +7,27 @@ MAXCUT (``problem=maxcut``), each returning one sign per node:
 
 - ``goemans-williamson``: the SDP relaxation max 1/4 <L, X> s.t. diag(X) = 1, X PSD, solved by cvxpy with
   SCS (or Clarabel, whose interior point is ~250x slower here at the same optimum), then
-  random-hyperplane rounding of the factor V (X = V V^T), best of ``roundings``.
-- ``spectral``: the sign of the eigenvector of the largest eigenvalue of the Laplacian L = D - A (the
-  cut behind NDP pooling).
+  random-hyperplane rounding of the factor V (X = V V^T), best of ``roundings``: the stronger reference.
+- ``goemans-williamson-paper``: the same SDP, rounded as the paper's ``source/utils/GW.py`` rounds it: one
+  random hyperplane through the eigenvectors of X whose eigenvalues exceed 1e-6, not scaled by the square
+  roots of those eigenvalues (so the rows are not the SDP's unit vectors). The paper's GW column.
+- ``spectral``: the sign of the eigenvector of the largest eigenvalue of the Laplacian L = D - A.
+- ``ndp``: NDP's cut (the paper's NDP column, ``source/layers/ndp.py``): the sign of the eigenvector of the
+  largest eigenvalue of L_sym, a random cut where that one cuts under half the edges.
 - ``greedy``: one-flip local search from random signs -- flip the node whose flip gains most while any
   gains -- best of ``restarts``.
 - ``random``: uniformly random signs.
 - ``exact`` (oracle): the optimum: a 2-colouring when the graph is bipartite (every edge cut), else
   enumeration of all 2^(n-1) cuts up to :data:`EXACT_LIMIT` nodes; larger graphs are refused.
 
-Pooling (``problem=classification``), each PyG's own layer in the same classifier as MaxCutPool:
-``topk`` (TopKPooling), ``sagpool`` (SAGPooling), ``asapool`` (ASAPooling), ``edgepool`` (EdgePooling),
-``diffpool`` (dense_diff_pool), ``mincutpool`` (dense_mincut_pool) and ``no-pool``.
-Graclus (needs pyg-lib or torch_cluster) and the PyG layers built on torch_cluster's knn/radius are not
-offered: the compiled extensions do not install here.
+Pooling (``problem=classification``), in the same classifier as MaxCutPool: PyG's own ``topk``
+(TopKPooling), ``sagpool`` (SAGPooling), ``asapool`` (ASAPooling), ``edgepool`` (EdgePooling), ``diffpool``
+(dense_diff_pool), ``mincutpool`` (dense_mincut_pool), ``dmon`` (DMoNPooling), and, written here
+(:mod:`.layers`), ``kmis`` (k-MIS, k = 2) and ``ndp`` (node decimation + Kron reduction); and ``no-pool``.
+The dense poolers (DiffPool, MinCutPool, DMoN) pool to the cluster count of the public data modules
+(Multipartite: avg_nodes = max_N = 20 times the ratio 0.5, i.e. 10). Graclus (needs pyg-lib or
+torch_cluster) and the PyG layers built on torch_cluster's knn/radius are not offered: the compiled
+extensions do not install here.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from iclrbench.algorithms.heterophilic_graph_pooling import (
     Pooler,
     _SparseAdapter,
 )
+from iclrbench.baselines.heterophilic_graph_pooling.layers import kmis_pool, ndp_pool, ndp_side
 from iclrbench.core.algorithm import register_algorithm
 from iclrbench.core.config import param
 from iclrbench.core.errors import UserError
@@ -96,8 +104,9 @@ class GwParams:
     )
 
 
-def gw_sdp(graph: WeightedGraph, solver: str = "scs", eps: float = 1e-3) -> tuple[np.ndarray, float]:
-    """Solve the Goemans-Williamson SDP; return the factor V (n, r) with X ~ V V^T and the SDP bound."""
+def gw_solve(graph: WeightedGraph, solver: str = "scs", eps: float = 1e-3) -> tuple[np.ndarray, float]:
+    """Solve the Goemans-Williamson SDP max 1/4 <L, X> s.t. diag(X) = 1, X PSD; return X (symmetrised) and
+    the SDP bound (the paper's ``source/utils/GW.py`` solves the same problem with CVXOPT)."""
     import cvxpy as cp
 
     lap = laplacian(graph) / 4.0
@@ -109,9 +118,15 @@ def gw_sdp(graph: WeightedGraph, solver: str = "scs", eps: float = 1e-3) -> tupl
         problem.solve(solver=cp.SCS, eps_abs=eps, eps_rel=eps)
     if x.value is None:
         raise RuntimeError(f"the SDP solver {solver} found no solution ({problem.status})")
-    values, vectors = np.linalg.eigh((x.value + x.value.T) / 2)
+    return (x.value + x.value.T) / 2, float(problem.value)
+
+
+def gw_sdp(graph: WeightedGraph, solver: str = "scs", eps: float = 1e-3) -> tuple[np.ndarray, float]:
+    """Solve the Goemans-Williamson SDP; return the factor V (n, r) with X ~ V V^T and the SDP bound."""
+    solution, bound = gw_solve(graph, solver, eps)
+    values, vectors = np.linalg.eigh(solution)
     keep = values > 1e-6 * max(values.max(), 1e-12)
-    return vectors[:, keep] * np.sqrt(values[keep]), float(problem.value)
+    return vectors[:, keep] * np.sqrt(values[keep]), bound
 
 
 def gw_round(
@@ -130,15 +145,46 @@ def gw_round(
     return best
 
 
+def gw_paper_round(solution: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The paper's rounding (``source/utils/GW.py``): the eigenvectors of X with eigenvalue > 1e-6, as they
+    come from ``eigh`` (unit columns, not scaled by sqrt(eigenvalue)), cut by one random hyperplane; a node
+    exactly on it (``np.sign`` gives 0 there) goes to the + side."""
+    values, vectors = np.linalg.eigh(solution)
+    rows = vectors[:, values > 1e-6]
+    plane = rng.standard_normal(rows.shape[1])
+    return np.where(rows @ (plane / np.linalg.norm(plane)) >= 0, 1, -1)
+
+
 @register_algorithm(task=TASK, name="goemans-williamson", role="baseline")
 class GoemansWilliamson(MaxCutSolver):
-    """Goemans-Williamson: SDP relaxation (cvxpy + SCS), best of 100 random-hyperplane roundings."""
+    """Goemans-Williamson: SDP relaxation (cvxpy + SCS), best of 100 random-hyperplane roundings of the
+    SDP's unit vectors (the stronger reference)."""
 
     Params = GwParams
 
     def solve(self, graph: WeightedGraph) -> np.ndarray:
         factor, self.bound = gw_sdp(graph, self.params.solver, self.params.eps)
         return gw_round(graph, factor, self.params.roundings, self.rng)
+
+
+@dataclasses.dataclass(frozen=True)
+class GwPaperParams:
+    solver: Literal["scs", "clarabel"] = param(
+        "scs", "SDP solver behind cvxpy (the paper's code: CVXOPT, not installed here; same SDP)"
+    )
+    eps: float = param(1e-3, "SCS tolerance (absolute and relative)", low=1e-9, high=0.1)
+
+
+@register_algorithm(task=TASK, name="goemans-williamson-paper", role="baseline")
+class GoemansWilliamsonPaper(MaxCutSolver):
+    """Goemans-Williamson as the paper ran it (source/utils/GW.py): the same SDP, one random hyperplane
+    through the unscaled eigenvectors of X (eigenvalue > 1e-6). The paper's GW column."""
+
+    Params = GwPaperParams
+
+    def solve(self, graph: WeightedGraph) -> np.ndarray:
+        solution, self.bound = gw_solve(graph, self.params.solver, self.params.eps)
+        return gw_paper_round(solution, self.rng)
 
 
 @register_algorithm(task=TASK, name="spectral", role="baseline")
@@ -304,23 +350,31 @@ class EdgePool(_PygPooler):
 
 
 class _DensePooler(Pooler):
-    """Soft-clustering pooling on dense batches: s = softmax(Linear(x)) into ``pooled_nodes`` clusters."""
+    """Soft-clustering pooling on dense batches into ``pooled_nodes`` clusters, with the auxiliary losses
+    and weights the public ``graph_classification_models.py`` adds to the cross-entropy."""
 
     dense = True
     kind = ""
 
     def build(self, in_channels: int, ratio: float, pooled_nodes: int) -> Any:
         import torch
-        from torch_geometric.nn import dense_diff_pool, dense_mincut_pool
+        from torch_geometric.nn import DMoNPooling, dense_diff_pool, dense_mincut_pool
 
         kind = self.kind
 
         class DensePool(torch.nn.Module):
             def __init__(self) -> None:
                 super().__init__()
-                self.assign = torch.nn.Linear(in_channels, pooled_nodes)
+                if kind == "dmon":  # DMoN's own MLP (one linear layer here) and softmax
+                    self.dmon = DMoNPooling(in_channels, pooled_nodes)
+                else:  # s = Linear(x), softmax inside PyG's dense_*_pool
+                    self.assign = torch.nn.Linear(in_channels, pooled_nodes)
 
             def forward(self, x: Any, adj: Any, mask: Any) -> tuple[Any, Any, Any]:
+                if kind == "dmon":  # spectral + orthogonality + cluster losses: the public forward weights
+                    # all three by l1_weight = 1 (its dmon.yaml sets l2_weight 0, which the code never reads)
+                    _, x, adj, spectral, ortho, cluster = self.dmon(x, adj, mask)
+                    return x, adj, spectral + ortho + cluster
                 s = self.assign(x)
                 if kind == "diffpool":  # link prediction + entropy losses, weights 1 and 1 (diffpool.yaml)
                     x, adj, link, entropy = dense_diff_pool(x, adj, s, mask)
@@ -343,6 +397,41 @@ class MinCutPool(_DensePooler):
     """PyG's dense_mincut_pool (Bianchi et al.): soft clusters trained on the relaxed minCUT loss."""
 
     kind = "mincutpool"
+
+
+@register_algorithm(task=TASK, name="dmon", role="baseline")
+class DMoN(_DensePooler):
+    """PyG's DMoNPooling (Tsitsulin et al.): soft clusters trained on the modularity (spectral) loss with
+    the orthogonality and collapse regularisers."""
+
+    kind = "dmon"
+
+
+@register_algorithm(task=TASK, name="kmis", role="baseline")
+class KMIS(Pooler):
+    """k-MIS pooling (Bacciu et al.), k = round(1 / ratio) = 2: a maximal 2-independent set chosen greedily
+    by a learned score, every node summed into its nearest member (written here: PyG 2.8 has no
+    KMISPooling)."""
+
+    def build(self, in_channels: int, ratio: float, pooled_nodes: int) -> Any:
+        return kmis_pool(in_channels, max(1, round(1 / ratio)))  # pooler/kmis.yaml: k = round(1 / ratio)
+
+
+@register_algorithm(task=TASK, name="ndp", role="baseline")
+class NDP(MaxCutSolver, Pooler):
+    """NDP (Bianchi et al., node decimation): on MAXCUT the sign of L_sym's top eigenvector (a random cut
+    where it cuts under half the edges); as a pooling layer it keeps that side and Kron-reduces the graph."""
+
+    @classmethod
+    def supports(cls, config: GraphPoolingConfig) -> str | None:
+        return None
+
+    def solve(self, graph: WeightedGraph) -> np.ndarray:
+        keep, _ = ndp_side(adjacency(graph).toarray(), self.rng)
+        return np.where(keep, 1, -1)
+
+    def build(self, in_channels: int, ratio: float, pooled_nodes: int) -> Any:
+        return ndp_pool(int(self.rng.integers(2**31)))
 
 
 @register_algorithm(task=TASK, name="no-pool", role="baseline")
