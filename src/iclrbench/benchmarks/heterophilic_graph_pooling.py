@@ -47,30 +47,65 @@ GRID = {"problem": "maxcut", "family": "grid", "grid_rows": 8, "grid_cols": 12}
 ER = {"problem": "maxcut", "family": "er", "nodes": 100, "edge_prob": 0.1}
 GSET = {"problem": "maxcut", "family": "gset", "nodes": 800, "gset_density": 0.06}
 MULTIPARTITE = {"problem": "classification", "dataset": "multipartite"}
-#: the pooling layers MaxCutPool is compared with on Multipartite (the card's list, and no pooling)
-POOLING_BASELINES = ("topk", "sagpool", "asapool", "edgepool", "diffpool", "mincutpool", "no-pool")
+#: the pooling layers MaxCutPool is compared with on Multipartite: the paper's list as far as it runs here
+#: (Graclus needs compiled extensions), and no pooling
+POOLING_BASELINES = (
+    "topk",
+    "sagpool",
+    "asapool",
+    "edgepool",
+    "kmis",
+    "ndp",
+    "diffpool",
+    "mincutpool",
+    "dmon",
+    "no-pool",
+)
+#: the variant the claims are judged on: the paper's main tables report "MaxCutPool"; MaxCutPool-E (the
+#: public pooler config's default, ``expressive: true``) is reported beside it
+JUDGED = "maxcutpool"
+SHOWN = "maxcutpool-e"
 #: curves are kept to at most this many points
 CURVE_POINTS = 100
+#: "the classifier learned": the best arm's mean accuracy exceeds chance by this, on its interval
+LEARNED_MARGIN = 0.1
+
+
+def _seeds(budget: str) -> tuple[int, ...]:
+    return GraphPoolingTask.claim_seeds(budget)
 
 
 def grid_requests(budget: str) -> list[RunRequest]:
-    return [RunRequest("maxcutpool", GRID, GraphPoolingTask.claim_seeds(budget))]
+    return [RunRequest(JUDGED, GRID, _seeds(budget))]
 
 
 def judge_grid(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """MaxCutPool's mean cut fraction on the 8 x 12 grid >= 0.98 (Student-t interval over seeds)."""
+    """MaxCutPool's mean cut fraction on the 8 x 12 grid >= 0.98 (the interval of the mean over seeds);
+    each seed's cut reported, with how many trainings ended at or below half the edges (a ScoreNet whose
+    ReLU layers died gives a constant score: no cut)."""
     runs = ok_runs(groups[0]) if groups else []
     if not runs:
         return empty("no successful maxcutpool runs on the grid")
-    values = list(metric_values(runs, "score").values())
-    return combine({"cut fraction": threshold(values, ">=", 0.98, quantity="maxcutpool cut fraction")})
+    values = metric_values(runs, "score")
+    evidence = threshold(list(values.values()), ">=", 0.98, quantity="maxcutpool cut fraction")
+    per_seed = {str(seed): round(v, 4) for seed, v in sorted(values.items())}
+    collapsed = sum(v <= 0.5 for v in values.values())
+    return combine({"cut fraction": evidence}, cut_per_seed=per_seed, at_or_below_half=collapsed)
 
 
 def gw_requests(budget: str) -> list[RunRequest]:
-    seeds = GraphPoolingTask.claim_seeds(budget)
-    out = [RunRequest("maxcutpool", ER, seeds), RunRequest("goemans-williamson", ER, seeds)]
-    if budget != "smoke":  # reported beside the verdict: GW on 800 nodes is too slow for smoke
-        out += [RunRequest("maxcutpool", GSET, seeds), RunRequest("goemans-williamson", GSET, seeds)]
+    seeds = _seeds(budget)
+    out = [
+        RunRequest(JUDGED, ER, seeds),
+        RunRequest("goemans-williamson-paper", ER, seeds),
+        RunRequest("goemans-williamson", ER, seeds),
+    ]
+    if budget == "paper":  # reported beside the verdict: GW on 800 nodes takes minutes a seed
+        out += [
+            RunRequest(JUDGED, GSET, seeds),
+            RunRequest("goemans-williamson-paper", GSET, seeds),
+            RunRequest("goemans-williamson", GSET, seeds),
+        ]
     return out
 
 
@@ -81,63 +116,104 @@ def _ratios(mcp: list[RunResult], gw: list[RunResult]) -> dict[str, Any]:
     return {
         "maxcutpool_cut_fraction": mean_figure(mcp, "score") if a else None,
         "gw_cut_fraction": mean_figure(gw, "score") if b else None,
-        "ratio_to_gw_per_seed": [round(r, 4) for r in ratios],
-        "ratio_to_gw_mean": round(float(np.mean(ratios)), 4) if ratios else None,
+        "ratio_per_seed": [round(r, 4) for r in ratios],
+        "ratio_mean": round(float(np.mean(ratios)), 4) if ratios else None,
     }
 
 
 def judge_gw(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """On ER(100, 0.1), MaxCutPool's cut >= 0.98 x GW's, paired by seed (the same graph); Gset-like
-    figures (the same comparison, not part of the verdict) where they were run."""
+    """On ER(100, 0.1), MaxCutPool's cut >= 0.98 x the paper's GW's (one hyperplane, ``GW.py``), paired by
+    seed (the same graph). Reported beside it: the ratios to the best of 100 roundings, and the Gset-like
+    figures where they were run."""
     groups = [ok_runs(g) for g in groups]
     if len(groups) < 2 or not groups[0] or not groups[1]:
-        return empty("no successful runs of maxcutpool and goemans-williamson on ER(100, 0.1)")
-    mcp, gw = groups[0], groups[1]
-    evidence = compare_runs(mcp, gw, "score", ">=", 0.0, scale_b=0.98, quantity="maxcutpool - 0.98 gw")
-    extra: dict[str, Any] = {"er_100_0.1": _ratios(mcp, gw)}
-    if len(groups) >= 4 and groups[2] and groups[3]:
-        gset = compare_runs(
-            groups[2], groups[3], "score", ">=", 0.0, scale_b=0.98, quantity="gset: mcp - 0.98 gw"
-        )
-        extra["gset_800"] = {**_ratios(groups[2], groups[3]), "within_2pct": gset.as_dict()}
-    return combine({"within 2% of GW on ER(100, 0.1)": evidence}, **extra)
+        return empty("no successful runs of maxcutpool and goemans-williamson-paper on ER(100, 0.1)")
+    mcp, paper = groups[0], groups[1]
+    evidence = compare_runs(mcp, paper, "score", ">=", 0.0, scale_b=0.98, quantity="maxcutpool - 0.98 gw")
+    extra: dict[str, Any] = {"er_100_0.1_vs_paper_gw": _ratios(mcp, paper)}
+    if len(groups) >= 3 and groups[2]:
+        best = compare_runs(mcp, groups[2], "score", ">=", 0.0, scale_b=0.98, quantity="mcp - 0.98 gw-best")
+        extra["er_100_0.1_vs_gw_best_of_100"] = {**_ratios(mcp, groups[2]), "within_2pct": best.as_dict()}
+    if len(groups) >= 6 and groups[3] and groups[4]:
+        extra["gset_800_vs_paper_gw"] = _ratios(groups[3], groups[4])
+        if groups[5]:
+            extra["gset_800_vs_gw_best_of_100"] = _ratios(groups[3], groups[5])
+    return combine({"within 2% of the paper's GW on ER(100, 0.1)": evidence}, **extra)
 
 
 def multipartite_requests(budget: str) -> list[RunRequest]:
-    seeds = GraphPoolingTask.claim_seeds(budget)
-    names = ("maxcutpool", "maxcutpool-e", *POOLING_BASELINES)
-    return [RunRequest(name, MULTIPARTITE, seeds) for name in names]
+    names = (JUDGED, SHOWN, *POOLING_BASELINES)
+    return [RunRequest(name, MULTIPARTITE, _seeds(budget)) for name in names]
 
 
 def judge_multipartite(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """MaxCutPool's mean test accuracy exceeds every pooling baseline's, each paired by seed (same folds);
-    the full ranking (MaxCutPool-E included) is reported either way."""
-    names = ("maxcutpool", "maxcutpool-e", *POOLING_BASELINES)
+    """MaxCutPool's mean test accuracy exceeds every pooling baseline's and no pooling's, each paired by
+    seed (the same folds). Reported either way: the ranking, MaxCutPool-E's comparisons, and whether the
+    classifier learned at all (the best accuracy against chance, 1 / classes)."""
+    names = (JUDGED, SHOWN, *POOLING_BASELINES)
     runs = {name: ok_runs(g) for name, g in zip(names, groups, strict=False)}
-    if not runs.get("maxcutpool"):
+    if not runs.get(JUDGED):
         return empty("no successful maxcutpool runs on Multipartite")
     ranking = sorted(
         ((name, mean_of_ok_runs(r, "score")) for name, r in runs.items() if r),
         key=lambda item: -item[1],
     )
     parts = {
-        f"maxcutpool > {name}": compare_runs(runs["maxcutpool"], runs.get(name, []), "score", ">", 0.0)
+        f"{JUDGED} > {name}": compare_runs(runs[JUDGED], runs.get(name, []), "score", ">", 0.0)
         for name in POOLING_BASELINES
     }
-    return combine(parts, ranking=[[name, round(acc, 4)] for name, acc in ranking])
+    shown = {
+        f"{SHOWN} > {name}": compare_runs(runs[SHOWN], runs.get(name, []), "score", ">", 0.0).verdict
+        for name in POOLING_BASELINES
+        if runs.get(SHOWN)
+    }
+    chance = 1.0 / int(runs[JUDGED][0].config.get("parts", 10))
+    figures = {
+        "ranking": [[name, round(acc, 4)] for name, acc in ranking],
+        "chance": round(chance, 4),
+        "expressive_variant": shown,
+    }
+    # a ranking of classifiers that learned nothing says nothing (design, "a task is done" 12): the best
+    # arm must clear chance by LEARNED_MARGIN on its interval before the comparisons are a verdict
+    best = ranking[0][0]
+    learned = threshold(
+        list(metric_values(runs[best], "score").values()), ">", chance + LEARNED_MARGIN, quantity=best
+    )
+    if learned.verdict != "reproduced":
+        verdict, measured = combine(parts, **figures)
+        measured["learned"] = learned.as_dict()
+        reason = f"the classifier did not learn: the best arm ({best}) is not clearly above chance"
+        return "inconclusive", {**measured, "reason": reason, "verdict_if_judged": verdict}
+    return combine(parts, learned=learned.as_dict(), **figures)
 
 
 class GraphPoolingTask(Task):
     id = TASK_ID
-    version = 1
+    version = 2
     paper = Paper(
         title="MaxCutPool: differentiable feature-aware Maxcut for pooling in graph neural networks",
         authors="Carlo Abate, Filippo Maria Bianchi",
         arxiv="2409.05100",
     )
     summary = (
-        "MAXCUT on attributed graphs (MaxCutPool trained on its cut loss vs Goemans-Williamson, spectral, "
-        "greedy) and heterophilic graph classification with MaxCutPool vs PyG's pooling layers."
+        "MAXCUT on attributed graphs (MaxCutPool trained on its cut loss vs Goemans-Williamson as the paper "
+        "rounds it and at its best of 100 roundings, NDP, spectral, greedy) and heterophilic graph "
+        "classification on Multipartite with MaxCutPool vs TopK, SAGPool, ASAPool, EdgePool, k-MIS, NDP, "
+        "DiffPool, MinCutPool, DMoN and no pooling. Departures from the paper and its code that remain: "
+        "(1) no GPU and one CPU thread; the small budget trains the classifiers for about 200 steps where "
+        "the paper takes ~10^5, so nothing learns there and the Multipartite claim is inconclusive by "
+        "design at small (the paper budget is the paper's protocol, its cost per fold measured in the "
+        "docs); "
+        "(2) claims over seeded generated graphs, 3 seeds at small: ER graphs and Gset-like graphs made "
+        "by rudy's recipe, not the paper's one ER draw and the Gset files; "
+        "(3) the SDP is solved by SCS (1e-6 for the paper's rounding, whose 1e-6 eigenvalue cut needs it) "
+        "where the paper's code uses CVXOPT, not installed here; "
+        "(4) NDP's eigenvector by a dense eigh, not ARPACK; k-MIS written here (PyG 2.8 has no "
+        "KMISPooling); MaxCutPool on plain torch (no torch_scatter / torch_sparse); "
+        "(5) Graclus is not offered: it needs PyG's compiled extensions (pyg-lib or torch_cluster); "
+        "(6) DMoN's orthogonality loss weighs 1, as the public forward computes it (its yaml says 0); "
+        "(7) training loops are the suite's, not Lightning's, with the same early stopping and "
+        "checkpoint rules."
     )
     Config = GraphPoolingConfig
     budgets = {  # noqa: RUF012  (read-only class data, as in Task)
@@ -158,24 +234,28 @@ class GraphPoolingTask(Task):
         "small": Budget(
             "small",
             {
-                "cut_epochs": 1000,
-                "cut_patience": 300,
+                "cut_epochs": 2000,
+                "cut_patience": 500,
                 "graphs_per_class": 20,
                 "folds": 5,
                 "folds_run": 1,
                 "epochs": 40,
                 "patience": 15,
             },
-            "maxcut: 1,000 cut epochs, seconds per run (GW on 800 nodes: about a minute); classification: "
-            "200 graphs, 1 fold of 5, 40 epochs: 10 s (TopK) to 40 s (MaxCutPool) per run, minutes for "
-            "ASAPool and EdgePool",
+            "maxcut: the paper's 2,000 cut epochs (patience 500), 30 s to 2 min a MaxCutPool run on 2 busy "
+            "cores, GW under a second at 100 nodes; classification: 200 graphs, 1 fold of 5, 40 epochs "
+            "(~200 Adam steps at lr 1e-4: no layer learns), 10 s (TopK) to minutes (ASAPool, EdgePool) a "
+            "run. No classifier setting that learns fits here: no pooling on 100 graphs for 1,500 epochs "
+            "(4,500 steps, 9 min) and no pooling or MaxCutPool on 500 graphs of 10 parts of 1-5 nodes for "
+            "300 epochs (3,300 steps, 2-4 min) all stay at chance",
             claim_seeds=(0, 1, 2),
         ),
         "paper": Budget(
             "paper",
             {},
-            "the paper's scale: up to 2,000 cut epochs; Multipartite's 5,000 graphs, 10-fold CV, up to 1,000 "
-            "epochs at lr 1e-4 per fold: about a GPU-hour per pooling layer and seed (days on 2 CPU cores)",
+            "the paper's scale: up to 2,000 cut epochs; Multipartite's 5,000 graphs, 10-fold CV, up to "
+            "1,000 epochs at lr 1e-4 per fold (see the docs page for the measured CPU cost per fold; not "
+            "run here)",
             claim_seeds=tuple(range(10)),
         ),
     }
@@ -200,24 +280,30 @@ class GraphPoolingTask(Task):
     claims = (
         Claim(
             "maxcutpool-cuts-the-grid",
-            "Trained on its cut loss alone, MaxCutPool cuts at least 98% of the edges of the bipartite "
-            "8 x 12 grid (whose maximum cut is every edge).",
+            "Trained on its cut loss alone (the public MAXCUT ScoreNet: 32 HetMP layers of width 4, an MLP "
+            "of 8 x 4), MaxCutPool cuts at least 98% of the edges of the bipartite 8 x 12 grid (whose "
+            "maximum cut is every edge).",
             grid_requests,
             judge_grid,
+            version=2,
         ),
         Claim(
             "maxcutpool-within-2pct-of-gw",
-            "MaxCutPool's cut is within 2% of Goemans-Williamson's on ER(100, 0.1) (Gset-like 800-node "
-            "graphs reported beside it).",
+            "MaxCutPool's cut is within 2% of Goemans-Williamson's on ER(100, 0.1), GW rounded as the "
+            "paper's code rounds it (one hyperplane); the ratio to the best of 100 roundings is reported "
+            "beside it (and Gset-like 800-node graphs at the paper budget).",
             gw_requests,
             judge_gw,
+            version=2,
         ),
         Claim(
             "maxcutpool-best-on-multipartite",
-            "MaxCutPool is more accurate on Multipartite than every other pooling layer (TopK, SAGPool, "
-            "ASAPool, EdgePool, DiffPool, MinCutPool) and than no pooling.",
+            "MaxCutPool is more accurate on Multipartite than every other pooling layer that runs here "
+            "(TopK, SAGPool, ASAPool, EdgePool, k-MIS, NDP, DiffPool, MinCutPool, DMoN) and than no "
+            "pooling; MaxCutPool-E reported beside it.",
             multipartite_requests,
             judge_multipartite,
+            version=2,
         ),
     )
 

@@ -148,24 +148,33 @@ def ndp_decimate(
         return np.array([0]), np.zeros((2, 0), dtype=np.int64), np.zeros(0), 0.0
     keep, cut = ndp_side(a, rng)
     lap = np.diag(a.sum(axis=1)) - a
-    kept, dropped = np.flatnonzero(keep), np.flatnonzero(~keep)
+    kept = np.flatnonzero(keep)
     if kept.size == 0:  # as the public code: keep node 0
-        kept, dropped = np.array([0]), np.arange(1, n)
+        kept = np.array([0])
     if kept.size == 1:  # nothing to reduce: one node, no edges
         return kept, np.zeros((2, 0), dtype=np.int64), np.zeros(0), cut
+    pooled = kron_adjacency(lap, kept)
+    pooled[np.abs(pooled) <= NDP_SPARSE_THRESHOLD] = 0.0
+    rows, cols = np.nonzero(pooled)
+    return kept, np.stack([rows, cols]).astype(np.int64), pooled[rows, cols], cut
+
+
+def kron_adjacency(lap: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """The adjacency -(L_kk - L_kd L_dd^-1 L_dk) (zero diagonal) of the Kron reduction of the Laplacian
+    ``lap`` onto the nodes ``kept`` (d: the others); L_dd singular is damped by 1e-6 I as the public code
+    does."""
+    dropped = np.setdiff1d(np.arange(lap.shape[0]), kept)
     reduced = lap[np.ix_(kept, kept)]
     if dropped.size:
         inner = lap[np.ix_(dropped, dropped)]
         try:
             solved = np.linalg.solve(inner, lap[np.ix_(dropped, kept)])
-        except np.linalg.LinAlgError:  # singular: damped as the public code does (1e-6 I)
+        except np.linalg.LinAlgError:
             solved = np.linalg.solve(inner + 1e-6 * np.eye(dropped.size), lap[np.ix_(dropped, kept)])
         reduced = reduced - lap[np.ix_(kept, dropped)] @ solved
     pooled = -(reduced + reduced.T) / 2
     np.fill_diagonal(pooled, 0.0)
-    pooled[np.abs(pooled) <= NDP_SPARSE_THRESHOLD] = 0.0
-    rows, cols = np.nonzero(pooled)
-    return kept, np.stack([rows, cols]).astype(np.int64), pooled[rows, cols], cut
+    return pooled
 
 
 def _ndp_class() -> type:
