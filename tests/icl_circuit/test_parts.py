@@ -5,6 +5,8 @@ exactly zero attention), the read-outs on known inputs, and the text prompts' ro
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import re
 
 import numpy as np
 import pytest
@@ -15,7 +17,9 @@ from iclrbench.algorithms.icl_circuit import ABLATIONS
 from iclrbench.baselines.icl_circuit import RandomControl, RandomControlParams
 from iclrbench.envs import icl_circuit as env
 from iclrbench.envs.icl_circuit import analysis as read
-from iclrbench.envs.icl_circuit.prompts import PROMPTS, text_episodes
+from iclrbench.envs.icl_circuit import data
+from iclrbench.envs.icl_circuit.data import TEXT_SETS, load_set
+from iclrbench.envs.icl_circuit.prompts import draw_items, label_tokens, text_episodes
 
 torch = pytest.importorskip("torch")
 
@@ -95,7 +99,7 @@ def test_layer_ranges_and_their_errors() -> None:
     assert env.layer_range(dataclasses.replace(tiny, layers="1-2")) == (1, 2)
     smol = env.IclCircuitConfig(subject="smollm2")
     assert env.layer_range(smol) == tuple(range(15, 30))
-    for bad, needle in (("0-4", "layers 0-3"), ("3-1", "layers 0-3"), ("top", "lower, upper")):
+    for bad, needle in (("0-4", "layers 0-3"), ("3-1", "layers 0-3"), ("top", "lower, upper, q1")):
         with pytest.raises(ValueError, match=needle):
             env.IclCircuitConfig(layers=bad)
     with pytest.raises(ValueError, match="multiple of heads"):
@@ -185,7 +189,9 @@ def test_read_outs_on_known_inputs() -> None:
     _, _, ep = _model_and_episodes(4)
     same = ep.demo_classes == ep.query_class[:, None]
     retrieve = (same / same.sum(1, keepdims=True))[None, :, None, :]  # (L=1, B, H=1, k)
-    trace = read.Trace(np.zeros((4, 3)), np.zeros((1, 4, 2)), np.zeros_like(retrieve), retrieve)
+    trace = read.Trace(
+        np.zeros((4, 3)), np.zeros((1, 4, 2)), np.zeros_like(retrieve), retrieve, np.zeros((1, 4, 1))
+    )
     assert read.step3(trace, ep) == [pytest.approx(1.0)]
     # uniform attention over the k labels scores (same - other) / k, averaged over episodes
     uniform = np.full_like(retrieve, 1 / config_k(ep))
@@ -193,36 +199,82 @@ def test_read_outs_on_known_inputs() -> None:
     assert read.step3(dataclasses.replace(trace, retrieve=uniform), ep) == [pytest.approx(expected)]
 
 
+def test_the_merge_read_out_is_label_to_forerunner_attention_above_previous_token_attention() -> None:
+    """A head that attends every token's previous token fully (a previous-token head) reads s_i from y_i
+    as it reads any previous token: no merge. A head whose labels attend their forerunners while the
+    other tokens spread their attention shows the excess."""
+    _, _, ep = _model_and_episodes(4)
+    t = ep.ids.shape[1]
+    previous_head = torch.zeros(4, 1, t, t)
+    previous_head[:, 0, 0, 0] = 1.0
+    previous_head[:, 0, torch.arange(1, t), torch.arange(t - 1)] = 1.0
+    merge, retrieve, previous = read.attention_parts(previous_head, ep)
+    assert (merge == 1.0).all() and (previous == 1.0).all() and retrieve.shape == (4, 1, ep.roles.y.shape[1])
+    merging = torch.tril(torch.ones(t, t)) / torch.arange(1, t + 1)[:, None]  # uniform over the past
+    merging = merging.expand(4, 1, t, t).clone()
+    for i in range(4):
+        for s, y in zip(ep.roles.s[i], ep.roles.y[i], strict=True):
+            merging[i, 0, y] = 0.0
+            merging[i, 0, y, s] = 1.0
+    parts = [np.stack([a]) for a in read.attention_parts(merging, ep)]
+    trace = read.Trace(np.zeros((4, 3)), np.zeros((1, 4, 2)), *parts)
+    ordinary = [1 / (t_ + 1) for t_ in range(1, t) if t_ not in set(map(int, ep.roles.y[0]))]
+    assert read.merge_excess(trace) == [pytest.approx(1.0 - np.mean(ordinary), abs=1e-6)]
+    trace = read.Trace(np.zeros((4, 3)), np.zeros((1, 4, 2)), *(np.stack([a]) for a in read.attention_parts(
+        previous_head, ep
+    )))  # fmt: skip
+    assert read.merge_excess(trace) == [pytest.approx(0.0)]
+    empty = dataclasses.replace(trace, merge=trace.merge[..., :0], retrieve=trace.retrieve[..., :0])
+    assert read.merge_excess(empty) == read.step2(empty) == [0.0]
+
+
 def config_k(ep: env.Episodes) -> int:
     return ep.demo_classes.shape[1]
 
 
 def _word_tokenizer() -> tuple[dict[str, int], object]:
+    """One id per word (with its leading space), per ':', per newline and per lone space, with offsets."""
     vocab: dict[str, int] = {}
 
-    def tokenize(text: str) -> list[int]:  # one id per whitespace-separated piece, keeping newlines apart
-        pieces = text.replace("\n", " \n ").split(" ")
-        return [vocab.setdefault(p, len(vocab)) for p in pieces if p]
+    def tokenize(text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        pieces = list(re.finditer(r"\n| ?[^\s:]+|:| ", text))
+        assert "".join(m.group() for m in pieces) == text
+        return [vocab.setdefault(m.group(), len(vocab)) for m in pieces], [m.span() for m in pieces]
 
     return vocab, tokenize
 
 
-@pytest.mark.parametrize("dataset", list(PROMPTS))
+@pytest.mark.skipif(importlib.util.find_spec("StaICC") is None, reason="staicc is not installed")
+@pytest.mark.parametrize("dataset", ["sst2", "trec"])
 def test_text_prompts_put_every_role_where_the_roles_say(dataset: str) -> None:
     vocab, tokenize = _word_tokenizer()
     config = env.IclCircuitConfig(subject="smollm2", dataset=dataset, k=3)
-    ep = text_episodes(config, 20, np.random.default_rng(0), tokenize, pad=-1)
+    tests, demos = draw_items(config, 20, np.random.default_rng(0))
+    ep = text_episodes(dataset, tests, demos, tokenize, pad=-1)
+    zero = text_episodes(dataset, tests, demos[:, :0], tokenize, pad=-1)
     words = {v: w for w, v in vocab.items()}
-    labels = PROMPTS[dataset][2]
-    assert not ep.roles.shared and ep.label_tokens.shape == (20, len(labels))
+    texts, labels = load_set(dataset)
+    spec = TEXT_SETS[dataset]
+    assert not ep.roles.shared and ep.label_tokens.shape == (20, len(spec.labels))
+    np.testing.assert_array_equal(ep.query_class, labels[tests])
+    np.testing.assert_array_equal(zero.query_class, ep.query_class)
+    assert zero.roles.s.shape == (20, 0) and (zero.roles.sq == zero.roles.length - 1).all()
+
+    def span(e: env.Episodes, i: int, a: int, b: int) -> str:
+        return "".join(words[int(t)] for t in e.ids[i, a:b])
+
     for i in range(20):
         r = ep.roles
-        assert words[int(ep.ids[i, r.sq[i]])] == PROMPTS[dataset][1].split()[-1]
         assert r.sq[i] == r.length[i] - 1 and (ep.ids[i, r.length[i] :] == -1).all()
+        assert span(ep, i, 0, r.length[i]).endswith(f"{spec.label_prefix.strip()}")
+        assert words[int(ep.ids[i, r.sq[i]])] == ":"
         for j in range(3):
-            assert words[int(ep.ids[i, r.y[i, j]])] == labels[ep.demo_classes[i, j]]
+            assert words[int(ep.ids[i, r.s[i, j]])] == ":"
+            assert words[int(ep.ids[i, r.y[i, j]])] == " " + spec.labels[ep.demo_classes[i, j]]
             assert r.y[i, j] == r.s[i, j] + 1 and r.x_end[i, j] < r.s[i, j]
-        assert ep.query_class[i] in ep.demo_classes[i]
+            assert span(ep, i, r.x_start[i, j], r.x_end[i, j]).strip() == texts[demos[i, j]].strip()
+        assert span(ep, i, r.x_start[i, 3], r.x_end[i, 3]).strip() == texts[tests[i]].strip()
+        assert span(zero, i, 0, zero.roles.length[i]) == data.query_line(spec, texts[tests[i]])
         # the paper's segments: xi_to_si cuts s_i from every token since the previous label
         starts = [0, *(int(v) + 1 for v in r.y[i])]
         links = env.mask_links("xi_to_si", r, i)
@@ -231,3 +283,26 @@ def test_text_prompts_put_every_role_where_the_roles_say(dataset: str) -> None:
         assert set(env.mask_links("xq_to_sq", r, i)) == {
             (int(r.sq[i]), kk) for kk in range(starts[-1], int(r.sq[i]) + 1)
         }
+
+
+def test_a_label_word_that_splits_is_refused() -> None:
+    def tokenize(text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        return list(range(len(text))), [(i, i + 1) for i in range(len(text))]  # one token per character
+
+    with pytest.raises(ValueError, match="'negative' is 9 tokens"):
+        label_tokens("sst2", tokenize)
+
+
+def test_quarters_are_the_notebooks() -> None:
+    """int(maskstart * L) to int(maskend * L), end excluded: SmolLM2's 30 layers give 7, 8, 7, 8."""
+    assert [env.quarter(30, q) for q in range(1, 5)] == [
+        tuple(range(0, 7)), tuple(range(7, 15)), tuple(range(15, 22)), tuple(range(22, 30)),
+    ]  # fmt: skip
+    assert [env.quarter(4, q) for q in range(1, 5)] == [(0,), (1,), (2,), (3,)]
+    assert [env.quarter_of(30, layer) for layer in (0, 6, 7, 14, 15, 21, 22, 29)] == [1, 1, 2, 2, 3, 3, 4, 4]
+    smol = env.IclCircuitConfig(subject="smollm2", layers="q3")
+    assert env.layer_range(smol) == tuple(range(15, 22))
+    induction = dataclasses.replace(smol, layers="induction")
+    assert env.layer_range(induction, 23) == tuple(range(22, 30))
+    with pytest.raises(ValueError, match="measured on the unablated pass"):
+        env.layer_range(induction)

@@ -21,8 +21,9 @@ from iclrbench.envs.icl_circuit import (
 
 
 class Ablation(Algorithm):
-    """Base: ``masks(episodes)`` gives, per masked layer, the attention links to cut: one (T, T) boolean
-    matrix when every episode shares a layout, else one per episode (B, T, T)."""
+    """Base: ``masks(episodes, layers)`` gives, per masked layer, the attention links to cut: one (T, T)
+    boolean matrix when every episode shares a layout, else one per episode (B, T, T). ``layers``: the
+    config's range unless given (``layers=induction`` is resolved by the run, from its unablated pass)."""
 
     config: IclCircuitConfig
     links_of: str = "none"
@@ -30,8 +31,8 @@ class Ablation(Algorithm):
     def links(self, episodes: Episodes, i: int) -> list[tuple[int, int]]:
         return mask_links(self.links_of, episodes.roles, i)
 
-    def masks(self, episodes: Episodes) -> dict[int, np.ndarray]:
-        layers = layer_range(self.config)
+    def masks(self, episodes: Episodes, layers: tuple[int, ...] | None = None) -> dict[int, np.ndarray]:
+        layers = layer_range(self.config) if layers is None else layers
         if self.links_of == "none" or not layers:
             return {}
         t = episodes.ids.shape[1]

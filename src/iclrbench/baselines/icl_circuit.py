@@ -41,14 +41,13 @@ class RandomControl(Ablation):
 
     Params = RandomControlParams
 
-    def masks(self, episodes: Episodes) -> dict[int, np.ndarray]:
+    def masks(self, episodes: Episodes, layers: tuple[int, ...] | None = None) -> dict[int, np.ndarray]:
         roles, t = episodes.roles, episodes.ids.shape[1]
+        layers = layer_range(self.config) if layers is None else layers
 
         def draw(i: int) -> np.ndarray:
             count = len(mask_links(self.params.like, roles, i))
             return blocked_matrix(random_links(count, int(roles.length[i]), self.rng), t)
 
         # a fresh draw per prompt and layer, as the paper's Masked_ICL_inference draws one per prompt
-        return {
-            layer: np.stack([draw(i) for i in range(len(episodes))]) for layer in layer_range(self.config)
-        }
+        return {layer: np.stack([draw(i) for i in range(len(episodes))]) for layer in layers}

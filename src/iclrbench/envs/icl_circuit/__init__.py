@@ -8,6 +8,13 @@ tokens of one topic. Each episode draws ``classes`` topics and a fresh topic -> 
 ``label_words`` label tokens), ``k`` demonstrations and a query whose class appears among them: the label
 can only come from the context. Position roles (x, s, y, xq, sq) are fixed by the layout, so masks and
 read-outs index positions directly.
+
+The SmolLM2 subject reads real text instead (:mod:`iclrbench.envs.icl_circuit.prompts`, the StaICC sets of
+:mod:`iclrbench.envs.icl_circuit.data`); both share :class:`Episodes`, :class:`Roles` and the masks.
+
+Layer ranges follow the paper's ``Experiments/Exp5_Ablation.ipynb``: a mask covers the layers from
+``int(maskstart * L)`` to ``int(maskend * L)`` (end excluded), in quarters (``q1`` .. ``q4``: 0-25% ..
+75-100%; for SmolLM2's 30 layers 0-6, 7-14, 15-21, 22-29).
 """
 
 from __future__ import annotations
@@ -19,36 +26,44 @@ import numpy as np
 
 from iclrbench.core.config import param
 from iclrbench.core.seeding import seed_for
+from iclrbench.envs.icl_circuit.data import TEXT_SETS
 
 TASK_ID = "icl-circuit"
 MASKS = ("none", "xi_to_si", "xq_to_sq", "si_to_yi", "yi_to_sq", "si_to_si")
 
 
 SUBJECTS = ("tiny", "smollm2")
-DATASETS = {"sentiment": 2, "topic": 4}  # smollm2's prompt sets and their label counts
 SMOLLM2_LAYERS = 30
+#: layer specs besides 'a-b': halves, the paper's quarters, every layer, none, and the quarter that holds the
+#: unablated subject's correct-induction peak (resolved per run from its own unablated pass)
+LAYER_SPECS = ("lower", "upper", "q1", "q2", "q3", "q4", "all", "none", "induction")
 
 
 @dataclasses.dataclass(frozen=True)
 class IclCircuitConfig:
     subject: str = param(
         "tiny",
-        "the model analysed: tiny (trained here) or smollm2 (SmolLM2-135M-Instruct on text prompts)",
+        "the model analysed: tiny (trained here) or smollm2 (SmolLM2-135M-Instruct on the paper's real "
+        "text sets)",
         choices=SUBJECTS,
     )
     dataset: str = param(
-        "sentiment",
-        "smollm2: seeded text prompts, sentiment (2 labels) or topic (4)",
-        choices=tuple(DATASETS),
+        "sst2",
+        "smollm2: the real text set (StaICC's files, the paper's prompt layout and label words)",
+        choices=tuple(TEXT_SETS),
     )
-    k: int = param(4, "demonstrations per episode", low=1, high=16)
+    k: int = param(4, "demonstrations per episode (0: zero-shot, smollm2 only)", low=0, high=16)
     classes: int = param(3, "tiny: classes per episode (chance = 1 / classes)", low=2, high=8)
     topics: int = param(6, "tiny: latent topics of the inputs", low=2)
     topic_words: int = param(8, "tiny: tokens per topic", low=1)
     label_words: int = param(4, "tiny: label tokens an episode's classes are named by", low=2)
     x_len: int = param(3, "tiny: tokens per input", low=1, high=16)
-    layers: str = param("upper", "layer range masked: lower, upper, all, none or 'a-b' (0-based, inclusive)")
-    episodes: int = param(0, "test episodes per run (0: 1,000 for tiny, 200 for smollm2)", low=0)
+    layers: str = param(
+        "upper",
+        "layer range masked: lower or upper half, q1-q4 (the paper's quarters), all, none, 'a-b' (0-based, "
+        "inclusive), or induction (the quarter of the unablated subject's correct-induction peak)",
+    )
+    episodes: int = param(0, "test episodes per run (0: 1,000 for tiny, 100 for smollm2)", low=0)
     batch: int = param(0, "episodes per forward pass (0: all at once for tiny, 20 for smollm2)", low=0)
     d_model: int = param(64, "tiny: width (<= 256)", low=32, high=256)
     n_layers: int = param(4, "tiny: transformer blocks", low=2, high=8)
@@ -80,11 +95,24 @@ class IclCircuitConfig:
             raise ValueError(f"classes ({self.classes}) exceed topics or label_words")
         if 0 < self.episodes < 10:
             raise ValueError(f"episodes ({self.episodes}): at least 10, or 0 for the subject's default")
-        layer_range(self)  # a range outside the model is one line, exit 2
+        if self.subject == "tiny" and self.k == 0:
+            raise ValueError(
+                "k=0 is for smollm2: the tiny world names its labels afresh in every episode, so without "
+                "demonstrations no label can be known (every run reports zero_shot_accuracy, the same "
+                "queries "
+                "without demonstrations)"
+            )
+        if self.subject != "tiny" and self.n_episodes > TEXT_SETS[self.dataset].tests:
+            raise ValueError(
+                f"episodes ({self.n_episodes}): the {self.dataset} test pool has "
+                f"{TEXT_SETS[self.dataset].tests}"
+            )
+        if self.layers != "induction":
+            layer_range(self)  # a range outside the model is one line, exit 2
 
     @property
     def n_episodes(self) -> int:
-        return self.episodes or (1000 if self.subject == "tiny" else 200)
+        return self.episodes or (1000 if self.subject == "tiny" else 100)
 
     @property
     def batch_size(self) -> int:
@@ -98,7 +126,7 @@ class IclCircuitConfig:
     @property
     def n_classes(self) -> int:
         """Classes per episode of the analysed subject: chance is 1 / n_classes."""
-        return self.classes if self.subject == "tiny" else DATASETS[self.dataset]
+        return self.classes if self.subject == "tiny" else len(TEXT_SETS[self.dataset].labels)
 
     @property
     def vocab(self) -> int:
@@ -113,14 +141,33 @@ class IclCircuitConfig:
         return (self.k + 1) * (self.x_len + 2) - 1
 
 
-def layer_range(config: IclCircuitConfig) -> tuple[int, ...]:
-    """The masked layers: ``lower`` / ``upper`` half, ``all``, ``none``, or ``a-b`` (inclusive)."""
+def quarter(n_layers: int, q: int) -> tuple[int, ...]:
+    """Quarter ``q`` (1-4) of ``n_layers`` as the paper's notebook masks it: ``int((q - 1) / 4 * L)`` up to
+    ``int(q / 4 * L)``, end excluded (``Experiments/Exp5_Ablation.ipynb``, ``maskstart`` / ``maskend``)."""
+    return tuple(range(int((q - 1) / 4 * n_layers), int(q / 4 * n_layers)))
+
+
+def quarter_of(n_layers: int, layer: int) -> int:
+    """The quarter (1-4) that holds ``layer``."""
+    return next(q for q in range(1, 5) if layer in quarter(n_layers, q))
+
+
+def layer_range(config: IclCircuitConfig, induction_layer: int | None = None) -> tuple[int, ...]:
+    """The masked layers: ``lower`` / ``upper`` half, quarter ``q1`` .. ``q4``, ``all``, ``none``, ``a-b``
+    (inclusive), or ``induction``: the quarter holding ``induction_layer`` (the unablated subject's
+    correct-induction peak, which the run measures first)."""
     n = config.depth
     spec = config.layers
     if spec == "lower":
         return tuple(range(n // 2))
     if spec == "upper":
         return tuple(range(n // 2, n))
+    if spec in ("q1", "q2", "q3", "q4"):
+        return quarter(n, int(spec[1]))
+    if spec == "induction":
+        if induction_layer is None:
+            raise ValueError("layers=induction: the induction layer is measured on the unablated pass first")
+        return quarter(n, quarter_of(n, induction_layer))
     if spec == "all":
         return tuple(range(n))
     if spec == "none":
@@ -128,7 +175,7 @@ def layer_range(config: IclCircuitConfig) -> tuple[int, ...]:
     try:
         a, b = (int(v) for v in spec.split("-"))
     except ValueError:
-        raise ValueError(f"layers: lower, upper, all, none or 'a-b', not {spec!r}") from None
+        raise ValueError(f"layers: {', '.join(LAYER_SPECS)} or 'a-b', not {spec!r}") from None
     if not 0 <= a <= b < n:
         raise ValueError(f"layers {spec}: the {config.subject} model has layers 0-{n - 1}")
     return tuple(range(a, b + 1))

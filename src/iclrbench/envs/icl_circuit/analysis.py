@@ -8,7 +8,11 @@ from one forward pass with hidden states and attention, and the attention-mask a
   the other half (chance ``1 / topics``). The reference is the inputs' bag-of-words vectors (the paper
   uses a sentence encoder's embeddings of the query text).
 - Step 2, semantics merge (section 5): the attention of each label token y_i to its forerunner s_i, per
-  layer (the largest head's mean).
+  layer (the largest head's mean); and the merge read-out, each head's attention y_i -> s_i above its own
+  attention from an ordinary token to the token before it (the paper's
+  ``util/inference.py`` ``step2_get_attention_of_different_location`` sets the labels' attention to their
+  forerunners beside the other tokens' attention to their previous token): a previous-token head reads
+  s_i from y_i as it reads any previous token, and only the excess is a merge.
 - Step 3, feature retrieval and copy (section 6): at s_q, each head's correct-induction score
   ``sum_{i: y_i = y_q} A(s_q -> y_i) - sum_{i: y_i != y_q} A(s_q -> y_i)`` (the paper's
   ``util/induction_evaluation.py``), per layer (the largest head's mean).
@@ -37,15 +41,40 @@ class Trace:
     sq_hidden: np.ndarray  # (L, B, d) s_q's hidden state after each layer
     merge: np.ndarray  # (L, B, H, k) attention y_i -> s_i
     retrieve: np.ndarray  # (L, B, H, k) attention s_q -> y_i
+    previous: np.ndarray  # (L, B, H) mean attention of the ordinary tokens (not labels) to their previous one
 
     @staticmethod
     def join(parts: list[Trace]) -> Trace:
-        return Trace(
-            np.concatenate([p.label_logits for p in parts]),
-            np.concatenate([p.sq_hidden for p in parts], axis=1),
-            np.concatenate([p.merge for p in parts], axis=1),
-            np.concatenate([p.retrieve for p in parts], axis=1),
-        )
+        return Trace(*(np.concatenate(arrays, axis=0 if i == 0 else 1) for i, arrays in enumerate(zip(
+            *(dataclasses.astuple(p) for p in parts), strict=True
+        ))))  # fmt: skip
+
+    def take(self, index: np.ndarray) -> Trace:
+        """The episodes ``index`` (episode axis 0 of the logits, 1 of the rest)."""
+        return Trace(self.label_logits[index], *(a[:, index] for a in dataclasses.astuple(self)[1:]))
+
+
+def attention_parts(attention: Any, episodes: Episodes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From one layer's attention (B, H, T, T): y_i -> s_i (B, H, k), s_q -> y_i (B, H, k), and each
+    head's mean attention from an ordinary token t (1 <= t < length, not a label) to t - 1 (B, H)."""
+    import torch
+
+    roles = episodes.roles
+    b = torch.arange(len(episodes))
+    rows, s, y = b[:, None], torch.from_numpy(roles.s), torch.from_numpy(roles.y)
+    sq = torch.from_numpy(roles.sq)
+    t = attention.shape[-1]
+    steps = torch.arange(1, t)
+    diagonal = attention[:, :, steps, steps - 1].float()  # (B, H, T - 1): t -> t - 1
+    ordinary = steps[None, :] < torch.from_numpy(roles.length)[:, None]
+    ordinary[rows, y - 1] = False  # column t - 1 holds token t; the labels out (a label follows its s_i)
+    weights = ordinary.float() / ordinary.sum(1, keepdim=True).clamp(min=1)
+    return (
+        # indices split by a slice put their own axes first: (B, k, H) -> (B, H, k)
+        attention[rows, :, y, s].float().numpy().transpose(0, 2, 1),
+        attention[rows, :, sq[:, None], y].float().numpy().transpose(0, 2, 1),
+        (diagonal * weights[:, None, :]).sum(-1).numpy(),
+    )
 
 
 def gather(logits: Any, hidden: list[Any], attention: list[Any], episodes: Episodes) -> Trace:
@@ -53,17 +82,14 @@ def gather(logits: Any, hidden: list[Any], attention: list[Any], episodes: Episo
     per layer, at each episode's own role positions."""
     import torch
 
-    roles = episodes.roles
     b = torch.arange(len(episodes))
-    rows, s, y = b[:, None], torch.from_numpy(roles.s), torch.from_numpy(roles.y)
-    sq = torch.from_numpy(roles.sq)
+    sq = torch.from_numpy(episodes.roles.sq)
     at_sq = logits[b, sq].float().numpy()  # (B, V)
+    parts = [attention_parts(a, episodes) for a in attention]
     return Trace(
         np.take_along_axis(at_sq, episodes.label_tokens, axis=1),
         np.stack([h[b, sq].float().numpy() for h in hidden]),
-        # indices split by a slice put their own axes first: (B, k, H) -> (B, H, k)
-        np.stack([a[rows, :, y, s].float().numpy().transpose(0, 2, 1) for a in attention]),
-        np.stack([a[rows, :, sq[:, None], y].float().numpy().transpose(0, 2, 1) for a in attention]),
+        *(np.stack(arrays) for arrays in zip(*parts, strict=True)),
     )
 
 
@@ -119,12 +145,28 @@ def step1(trace: Trace, episodes: Episodes, k: int = 64) -> tuple[list[float], l
 
 
 def step2(trace: Trace) -> list[float]:
-    """Per layer: the largest head's mean attention of y_i to its s_i."""
+    """Per layer: the largest head's mean attention of y_i to its s_i (0 without demonstrations)."""
+    if not trace.merge.shape[-1]:
+        return [0.0] * len(trace.merge)
     return [float(m.mean(axis=(0, 2)).max()) for m in trace.merge]
 
 
+def merge_excess(trace: Trace) -> list[float]:
+    """Per layer: the largest over heads of (mean attention y_i -> s_i) minus (that head's mean attention
+    from an ordinary token to its previous one): the merge beyond a previous-token habit (0 without
+    demonstrations)."""
+    if not trace.merge.shape[-1]:
+        return [0.0] * len(trace.merge)
+    return [
+        float((m.mean(axis=(0, 2)) - p.mean(0)).max())
+        for m, p in zip(trace.merge, trace.previous, strict=True)
+    ]
+
+
 def step3(trace: Trace, episodes: Episodes) -> list[float]:
-    """Per layer: the largest head's mean correct-induction score at s_q."""
+    """Per layer: the largest head's mean correct-induction score at s_q (0 without demonstrations)."""
+    if not trace.retrieve.shape[-1]:
+        return [0.0] * len(trace.retrieve)
     same = episodes.demo_classes == episodes.query_class[:, None]  # (B, k)
     sign = np.where(same, 1.0, -1.0)[:, None, :]
     return [float((r * sign).sum(-1).mean(0).max()) for r in trace.retrieve]
