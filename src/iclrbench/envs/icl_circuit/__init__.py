@@ -85,7 +85,10 @@ class IclCircuitConfig:
         0.15, "tiny: correct-induction score (largest layer's) the trained subject must reach", low=-1, high=1
     )
     min_above_chance: float = param(
-        0.15, "the analyses run only when the unablated accuracy beats chance by this much", low=0, high=1
+        0.15,
+        "the analyses run only when the unablated accuracy beats chance by this much (0: always)",
+        low=0,
+        high=1,
     )
 
     def __post_init__(self) -> None:
