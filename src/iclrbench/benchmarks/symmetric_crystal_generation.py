@@ -376,6 +376,9 @@ class CrystalTask(Task):
             train, _ = cached_reference_set(config)
             start = time.perf_counter()
             algorithm.fit(train)
+            # the networks it trained, checked before they generate: one below its floors fails the run
+            hint = f"train longer: --set train_steps={2 * config.train_steps}"
+            artifacts = tuple(a.check(hint) for a in algorithm.artifacts())
             samples = algorithm.sample(config.n_samples)
             seconds = time.perf_counter() - start
         with quiet_pymatgen():
@@ -391,5 +394,6 @@ class CrystalTask(Task):
         metrics["seconds"] = seconds
         return Outcome(
             metrics=metrics,
+            artifacts=artifacts,
             notes=f"{len(train)} train / {len(reference['sg'])} test crystals; config {as_dict(config)}",
         )

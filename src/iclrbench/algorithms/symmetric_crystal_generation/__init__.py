@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from iclrbench.core.algorithm import Algorithm, register_algorithm
+from iclrbench.core.artifact import ArtifactQuality, Floor
 from iclrbench.core.config import param
 from iclrbench.envs.symmetric_crystal_generation import (
     AsymmetricUnit,
@@ -59,12 +60,18 @@ TASK = "symmetric-crystal-generation"
 
 
 class CrystalGenerator(Algorithm):
-    """Base of this task's generators: ``fit(train)`` then ``sample(n) -> list[Structure | None]``."""
+    """Base of this task's generators: ``fit(train)`` then ``sample(n) -> list[Structure | None]``; after
+    ``fit``, ``artifacts()`` gives the networks it trained, with their quality."""
 
     config: CrystalConfig
 
     def fit(self, train: list[Structure]) -> None:
         """Learn from the training crystals; the default learns nothing."""
+
+    def artifacts(self) -> tuple[ArtifactQuality, ...]:
+        """The networks ``fit`` trained, each with its quality (:mod:`iclrbench.core.artifact`); the
+        default trains none."""
+        return ()
 
     def sample(self, n: int) -> list[Structure | None]:
         raise TypeError(f"{type(self).__name__} must implement sample()")
@@ -116,6 +123,47 @@ class DiffusionParams:
     )
 
 
+#: what a diffusion generator's network must reach before its samples are scored: a denoising loss on
+#: fixed noise at most 0.9 of the untrained network's (every measured network, 60 steps included, is
+#: far below; docs/tasks/symmetric_crystal_generation.md)
+NETWORK_FLOORS = (Floor("loss_vs_untrained", "<=", 0.9),)
+#: how far each figure may move for the same seed on another machine (measured:
+#: tests/symmetric_crystal_generation/test_network_quality.py perturbs the initial weights)
+NETWORK_TOLERANCE = {
+    "denoising_loss": 0.05,
+    "loss_vs_untrained": 0.02,
+    "score_ratio": 0.02,
+    "train_loss": 0.1,
+}
+#: "plateaued": the denoising loss fell by less than this fraction over the last quarter of the steps
+PLATEAU = 0.02
+
+
+def network_quality(name: str, figures: dict[str, float], losses: list[float]) -> ArtifactQuality:
+    """A diffusion network's quality from :attr:`SetDiffusion.quality` and its training losses:
+    ``denoising_loss`` (the training objective on fixed noise), ``loss_vs_untrained`` (that over the
+    untrained network's), ``score_ratio`` (the coordinate score's loss over the zero score's: 1 is nothing
+    learned about where sites go), ``train_loss`` (the training loss's mean over the last tenth of the
+    steps); how it trained says whether its loss had plateaued (fell < :data:`PLATEAU` over the last
+    quarter of the steps)."""
+    final, late = figures["denoising_loss"], figures["late_denoising_loss"]
+    drop = (late - final) / late if late > 0 else 0.0
+    tail = losses[-max(1, len(losses) // 10) :] if losses else [float("nan")]
+    return ArtifactQuality(
+        f"{name} network",
+        {
+            "denoising_loss": round(final, 4),
+            "loss_vs_untrained": round(final / figures["initial_denoising_loss"], 4),
+            "score_ratio": round(figures["score_ratio"], 4),
+            "train_loss": round(float(np.mean(tail)), 4),
+        },
+        NETWORK_FLOORS,
+        NETWORK_TOLERANCE,
+        f"{len(losses):,} step{'s' * (len(losses) != 1)}; its denoising loss fell {drop:.1%} over the last "
+        "quarter " + ("(plateaued)" if drop < PLATEAU else "(still falling)"),
+    )
+
+
 class DiffusionGenerator(CrystalGenerator):
     """A generator backed by
     :class:`~iclrbench.algorithms.symmetric_crystal_generation.set_diffusion.SetDiffusion`: standardised
@@ -164,6 +212,11 @@ class DiffusionGenerator(CrystalGenerator):
             self.params.batch_size,
             self.params.learning_rate,
         )
+        self.network = network_quality(self.name, self.model.quality, self.losses)
+
+    def artifacts(self) -> tuple[ArtifactQuality, ...]:
+        """The trained denoiser, with its quality (after ``fit``)."""
+        return (self.network,) if hasattr(self, "network") else ()
 
     def sample_diffusion(
         self,

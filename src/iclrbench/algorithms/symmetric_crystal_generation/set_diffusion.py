@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 
 SIGMA_MIN, SIGMA_MAX, IMAGES = 0.005, 0.5, 2
+#: the seed of the fixed noise every network's :meth:`SetDiffusion.denoising_quality` is measured on
+QUALITY_SEED = 20250
 #: standardised lattice features lie within a few standard deviations; predicted l_0 is clipped there
 LATTICE_CLIP = 5.0
 
@@ -391,7 +393,9 @@ class SetDiffusion:
         batch_size: int = 64,
         lr: float = 1e-3,
     ) -> list[float]:
-        """Denoising training: D3PM x_0 cross-entropy + wrapped-normal score matching + DDPM epsilon MSE."""
+        """Denoising training: D3PM x_0 cross-entropy + wrapped-normal score matching + DDPM epsilon MSE.
+        Returns the loss of every step; :attr:`quality` then holds the network's quality
+        (:meth:`denoising_quality` before and after training, on the same noise)."""
         torch = _torch()
         self.priors = [
             marginals(
@@ -403,44 +407,93 @@ class SetDiffusion:
         f0 = torch.as_tensor(coords, dtype=torch.float32)
         l0 = torch.as_tensor(lattice, dtype=torch.float32)
         y, m = torch.as_tensor(labels, dtype=torch.long), torch.as_tensor(mask)
+        data = (toks, f0, l0, y, m)
+        # its own noise, drawn from its own generator: measuring draws nothing from the training stream
+        initial = self.denoising_quality(*data)
+        late = initial  # at three quarters of training: the last quarter's drop says whether it plateaued
         optimiser = torch.optim.Adam(self.net.parameters(), lr=lr)
         losses = []
         n = len(y)
-        # the force head's geometry is padded to the batch's sites: a batch is cut to its largest set
-        # (sites come first in every set); the transformer alone keeps the full padding, so its draws
-        # are those of earlier versions
-        trim = self.net.force is not None
-        full = f0.shape[1]
-        for _ in range(train_steps):
+        for step in range(train_steps):
+            if step and step == (3 * train_steps) // 4:
+                late = self.denoising_quality(*data)
             idx = torch.randint(0, n, (min(batch_size, n),), generator=self.generator)
-            k = int(m[idx].sum(1).max()) if trim else full
-            batch_tokens = [tok[idx][:, :k] for tok in toks]
-            batch_f0, mi = f0[idx][:, :k], m[idx][:, :k]
             t = torch.rand(len(idx), generator=self.generator, dtype=torch.float32).clamp(min=1e-3)
-            keep = token_alpha_bar(t)
-            noisy_tokens = []
-            for x0, prior in zip(batch_tokens, self.priors, strict=True):
-                resample = torch.rand(x0.shape, generator=self.generator, dtype=torch.float32) > keep[:, None]
-                noisy_tokens.append(torch.where(resample, self._draw(prior, y[idx], x0.shape[1]), x0))
-            sigma = sigmas(t)[:, None, None]
-            noise = torch.randn(batch_f0.shape, generator=self.generator, dtype=torch.float32)
-            ft = (batch_f0 + sigma * noise) % 1.0
-            target_score = wrapped_normal_score(ft - batch_f0, sigma.expand_as(ft))
-            ab = lattice_alpha_bar(t)[:, None]
-            eps = torch.randn(l0[idx].shape, generator=self.generator, dtype=torch.float32)
-            lt = ab.sqrt() * l0[idx] + (1 - ab).sqrt() * eps
-            logits, score, eps_hat = self.net(noisy_tokens, ft, lt, t, y[idx], mi)
-            # the network predicts the normalised score sigma * grad log p (DiffCSP's parameterisation);
-            # the sampler divides by sigma
-            loss = ((score - sigma * target_score) ** 2).sum(-1)[mi].mean()
-            for lg, x0 in zip(logits, batch_tokens, strict=True):
-                loss = loss + torch.nn.functional.cross_entropy(lg[mi], x0[mi])
-            loss = loss + ((eps_hat - eps) ** 2).mean()
+            score, cross_entropies, lattice_loss, _ = self._losses(data, idx, t, self.generator)
+            loss = score
+            for ce in cross_entropies:
+                loss = loss + ce
+            loss = loss + lattice_loss
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
             losses.append(float(loss.detach()))
+        final = self.denoising_quality(*data)
+        #: the network's quality (:meth:`denoising_quality`): ``denoising_loss`` and ``score_ratio`` after
+        #: training, and the denoising loss on the same noise untrained (``initial_denoising_loss``) and at
+        #: three quarters of the steps (``late_denoising_loss``)
+        self.quality = {
+            **final,
+            "initial_denoising_loss": initial["denoising_loss"],
+            "late_denoising_loss": late["denoising_loss"],
+        }
         return losses
+
+    def _losses(self, data: tuple[Any, ...], idx: Any, t: Any, g: Any) -> tuple[Any, list[Any], Any, Any]:
+        """The denoising losses of the sets ``idx`` at times ``t``, noised with draws from ``g`` (in the
+        order training has always drawn them): (score matching, each channel's x_0 cross-entropy, the
+        lattice's epsilon MSE, the zero score's score-matching loss on the same noise)."""
+        torch = _torch()
+        toks, f0, l0, y, m = data
+        # the force head's geometry is padded to the batch's sites: a batch is cut to its largest set
+        # (sites come first in every set); the transformer alone keeps the full padding, so its draws
+        # are those of earlier versions
+        k = int(m[idx].sum(1).max()) if self.net.force is not None else f0.shape[1]
+        batch_tokens = [tok[idx][:, :k] for tok in toks]
+        batch_f0, mi = f0[idx][:, :k], m[idx][:, :k]
+        keep = token_alpha_bar(t)
+        noisy_tokens = []
+        for x0, prior in zip(batch_tokens, self.priors, strict=True):
+            resample = torch.rand(x0.shape, generator=g, dtype=torch.float32) > keep[:, None]
+            drawn = torch.multinomial(self._rows(prior, y[idx]), x0.shape[1], replacement=True, generator=g)
+            noisy_tokens.append(torch.where(resample, drawn, x0))
+        sigma = sigmas(t)[:, None, None]
+        noise = torch.randn(batch_f0.shape, generator=g, dtype=torch.float32)
+        ft = (batch_f0 + sigma * noise) % 1.0
+        target = sigma * wrapped_normal_score(ft - batch_f0, sigma.expand_as(ft))
+        ab = lattice_alpha_bar(t)[:, None]
+        eps = torch.randn(l0[idx].shape, generator=g, dtype=torch.float32)
+        lt = ab.sqrt() * l0[idx] + (1 - ab).sqrt() * eps
+        logits, score, eps_hat = self.net(noisy_tokens, ft, lt, t, y[idx], mi)
+        # the network predicts the normalised score sigma * grad log p (DiffCSP's parameterisation);
+        # the sampler divides by sigma
+        score_loss = ((score - target) ** 2).sum(-1)[mi].mean()
+        cross_entropies = [
+            torch.nn.functional.cross_entropy(lg[mi], x0[mi])
+            for lg, x0 in zip(logits, batch_tokens, strict=True)
+        ]
+        return score_loss, cross_entropies, ((eps_hat - eps) ** 2).mean(), (target**2).sum(-1)[mi].mean()
+
+    def denoising_quality(
+        self, toks: list[Any], f0: Any, l0: Any, y: Any, m: Any, sets: int = 256, levels: int = 8
+    ) -> dict[str, float]:
+        """The training objective on fixed noise, a smooth figure of how well the network denoises (the
+        training loss is one random time and batch a step): the first ``sets`` sets at ``levels`` times
+        (t = 1/16, 3/16, ..., 15/16), noise from a generator of its own, the same for every network.
+        ``denoising_loss``: the objective's mean over the times; ``score_ratio``: its score-matching part
+        over the zero score's on the same noise (1: the network has learned nothing about where sites go,
+        the transformer-alone diagnosis of docs/tasks/symmetric_crystal_generation.md)."""
+        torch = _torch()
+        g = torch.Generator().manual_seed(QUALITY_SEED)
+        idx = torch.arange(min(sets, len(y)))
+        total, score_total, zero_total = 0.0, 0.0, 0.0
+        with torch.no_grad():
+            for i in range(levels):
+                t = torch.full((len(idx),), (i + 0.5) / levels, dtype=torch.float32)
+                score, cross_entropies, lattice_loss, zero = self._losses((toks, f0, l0, y, m), idx, t, g)
+                total += float(score + sum(cross_entropies) + lattice_loss)
+                score_total, zero_total = score_total + float(score), zero_total + float(zero)
+        return {"denoising_loss": total / levels, "score_ratio": score_total / max(zero_total, 1e-12)}
 
     @staticmethod
     def _rows(prior: Any, labels: Any) -> Any:
