@@ -199,6 +199,22 @@ def test_read_outs_on_known_inputs() -> None:
     assert read.step3(dataclasses.replace(trace, retrieve=uniform), ep) == [pytest.approx(expected)]
 
 
+def test_step1_keeps_the_papers_share_of_neighbours_so_few_episodes_do_not_align_whatever_they_are() -> None:
+    """60 episodes: noise features align with the inputs at about chance (k / n), the inputs' own bag of
+    words at 1; a neighbourhood of 59 of 60 would give 1 for both."""
+    config = env.IclCircuitConfig()
+    ep = env.sample_episodes(config, 60, np.random.default_rng(0))
+    words = read.bag_of_words(ep)
+    noise = np.random.default_rng(1).normal(size=(1, 60, words.shape[1]))
+    hidden = np.concatenate([noise, words[None]], axis=0)
+    trace = read.Trace(
+        np.zeros((60, 3)), hidden, np.zeros((2, 60, 1, 4)), np.zeros((2, 60, 1, 4)), np.zeros((2, 60, 1))
+    )
+    alignment, centroid = read.step1(trace, ep)
+    assert alignment[0] < 0.4 and alignment[1] == 1.0, alignment
+    assert centroid[1] > centroid[0]
+
+
 def test_the_merge_read_out_is_label_to_forerunner_attention_above_previous_token_attention() -> None:
     """A head that attends every token's previous token fully (a previous-token head) reads s_i from y_i
     as it reads any previous token: no merge. A head whose labels attend their forerunners while the
