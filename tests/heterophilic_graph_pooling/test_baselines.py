@@ -174,3 +174,20 @@ def test_paper_gw_solves_accurately_enough_for_its_eigenvalue_cut() -> None:
         [cut_fraction(graph, base.gw_paper_round(exact, np.random.default_rng(s))) for s in range(10)]
     )
     assert 0.62 < cut < 0.75  # random signs cut 0.5; the SDP's bound is about 0.77
+
+
+def test_edgepool_on_lists_matches_pygs_edgepooling() -> None:
+    from torch_geometric.nn import EdgePooling
+
+    batch = multipartite_batch(graphs=4, parts=5, seed=3)
+    torch.manual_seed(0)
+    ours = layers.edge_pool(3)
+    theirs = EdgePooling(3)
+    theirs.load_state_dict(ours.state_dict())
+    a = ours(batch.x, batch.edge_index, batch.batch)
+    b = theirs(batch.x, batch.edge_index, batch.batch)
+    for mine, pyg in zip(a[:3], b[:3], strict=True):
+        assert torch.equal(mine, pyg) if mine.dtype == torch.long else torch.allclose(mine, pyg)
+    assert torch.equal(a[3].cluster, b[3].cluster) and torch.allclose(
+        a[3].new_edge_score, b[3].new_edge_score
+    )
