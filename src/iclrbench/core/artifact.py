@@ -82,11 +82,10 @@ class ArtifactQuality:
         missed = self.shortfalls()
         if missed:
             after = self.trained or "training"
-            raise ArtifactBelowFloor(
-                f"the {self.name} did not reach its floors ({'; '.join(missed)}) after {after}"
-                + (f": {hint}" if hint else ""),
-                self,
+            message = f"the {self.name} did not reach its floors ({'; '.join(missed)}) after {after}" + (
+                f": {hint}" if hint else ""
             )
+            raise ArtifactBelowFloor(" ".join(message.split()), self)  # one line, whatever the names hold
         return self
 
     def as_json(self) -> dict[str, Any]:
