@@ -13,17 +13,14 @@ coordinates on the 3-torus and a global lattice vector, optionally conditioned o
   0.005 to 0.5, the score of the wrapped normal summed over 5 periodic images;
 - lattice: DDPM (Ho et al. 2020) with a cosine schedule, epsilon prediction;
 - the denoiser: a 2-layer transformer over the sites with time, label and noisy-lattice embeddings
-  (float32). Optionally (``score_head="force"``, the crystal generators' default) the coordinate score
-  adds a pairwise force head in the manner of CDVAE's decoder (Xie et al. 2022, Sec. 3.3, forces as sums
-  over edges): invariant messages from radial features of the minimum-image Cartesian distances under
-  the lattice the model predicts, within a smooth cutoff, and a score s_i = sum_j w_ij (x_j - f_i),
-  translation invariant and permutation equivariant; for asymmetric units (``orbits``) the neighbours
-  x_j are the other sites' images under the space group, one per orbit member. The transformer's score
-  reads absolute coordinates only; its denoising loss on held-out crystals equals the zero score's at
-  every noise level, so alone it cannot keep atoms apart (see docs/tasks/symmetric_crystal_generation.md).
+  (float32); optionally (``score_head="force"``, the generators' default) a pairwise force head as CDVAE's
+  decoder (Xie et al. 2022, Sec. 3.3): invariant messages on minimum-image distances under the predicted
+  lattice within a smooth cutoff, s_i = sum_j w_ij (x_j - f_i), x_j the other sites' images under the
+  space group for asymmetric units (``orbits``). The transformer alone reads absolute coordinates only and
+  cannot keep atoms apart (docs/tasks/symmetric_crystal_generation.md).
 
-Sampling runs the reverse processes jointly: D3PM posteriors, a predictor step of the reverse VE SDE
-(wrapped onto the torus), and DDPM ancestral steps.
+Sampling runs the reverse processes jointly: D3PM posteriors, a reverse VE SDE predictor step (wrapped onto
+the torus), and DDPM ancestral steps.
 """
 
 from __future__ import annotations
