@@ -9,9 +9,8 @@ coordinates on the 3-torus and a global lattice vector, optionally conditioned o
   ``label_marginals`` (a space group's own site symmetries); alpha_bar_t the cosine schedule (Nichol &
   Dhariwal 2021), normalised to 1 at t = 0, as SymmCD's and DiffCSP's ``BetaScheduler``, so a token
   settles early enough for the coordinates to follow it; the network predicts x_0;
-- coordinates: score matching with the wrapped normal (DiffCSP, Jiao et al. 2023): sigma_t geometric from
-  0.005 to 0.5, the score of the wrapped normal summed over 5 periodic images;
-- lattice: DDPM (Ho et al. 2020) with a cosine schedule, epsilon prediction;
+- coordinates: wrapped-normal score matching (DiffCSP, Jiao et al. 2023), sigma_t 0.005 to 0.5, 5 images;
+- lattice: DDPM (Ho et al. 2020), cosine schedule, epsilon prediction;
 - the denoiser: a 2-layer transformer over the sites with time, label and noisy-lattice embeddings
   (float32); optionally (``score_head="force"``, the generators' default) a pairwise force head as CDVAE's
   decoder (Xie et al. 2022, Sec. 3.3): invariant messages on minimum-image distances under the predicted
@@ -19,8 +18,7 @@ coordinates on the 3-torus and a global lattice vector, optionally conditioned o
   space group for asymmetric units (``orbits``). The transformer alone reads absolute coordinates only and
   cannot keep atoms apart (docs/tasks/symmetric_crystal_generation.md).
 
-Sampling runs the reverse processes jointly: D3PM posteriors, a reverse VE SDE predictor step (wrapped onto
-the torus), and DDPM ancestral steps.
+Sampling: D3PM posteriors, a reverse VE SDE predictor step on the torus, DDPM ancestral steps, jointly.
 """
 
 from __future__ import annotations
@@ -474,12 +472,9 @@ class SetDiffusion:
     def denoising_quality(
         self, toks: list[Any], f0: Any, l0: Any, y: Any, m: Any, sets: int = 256, levels: int = 8
     ) -> dict[str, float]:
-        """The training objective on fixed noise, a smooth figure of how well the network denoises (the
-        training loss is one random time and batch a step): the first ``sets`` sets at ``levels`` times
-        (t = 1/16, 3/16, ..., 15/16), noise from a generator of its own, the same for every network.
-        ``denoising_loss``: the objective's mean over the times; ``score_ratio``: its score-matching part
-        over the zero score's on the same noise (1: the network has learned nothing about where sites go,
-        the transformer-alone diagnosis of docs/tasks/symmetric_crystal_generation.md)."""
+        """The training objective on fixed noise (the first ``sets`` sets at ``levels`` times, noise of its
+        own): ``denoising_loss``, its mean over times; ``score_ratio``, its score part over the zero score's
+        (1: nothing learnt about where sites go)."""
         torch = _torch()
         g = torch.Generator().manual_seed(QUALITY_SEED)
         idx = torch.arange(min(sets, len(y)))
