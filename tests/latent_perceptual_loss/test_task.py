@@ -41,6 +41,18 @@ def test_runs_report_every_declared_metric_in_range(outcomes: dict[str, RunResul
     assert 0 < outcomes["lpl"].metrics["lpl_share"] < 1
 
 
+def test_every_run_carries_the_frozen_networks_quality_in_its_provenance(
+    outcomes: dict[str, RunResult],
+) -> None:
+    for name, outcome in outcomes.items():
+        artifacts = outcome.provenance["artifacts"]
+        assert set(artifacts) == {"autoencoder (digits)", "evaluator (digits)"}, name
+        ae, ev = artifacts["autoencoder (digits)"], artifacts["evaluator (digits)"]
+        assert 0 < ae["figures"]["mse"] <= 0.002 and ae["floors"] == ["mse <= 0.002"], name
+        assert ev["figures"]["accuracy"] == pytest.approx(outcome.metrics["evaluator_accuracy"]), name
+        assert "steps" in ae["trained"] and ev["tolerance"] == {"accuracy": 0.01}, name
+
+
 def test_lpl_at_weight_zero_is_the_diffusion_only_run(outcomes: dict[str, RunResult]) -> None:
     """The seed fixes initial weights, batches, times, noise and sampling noise for every recipe."""
     silent = evaluate_once(TASK, "lpl", lpl_weight=0.0)

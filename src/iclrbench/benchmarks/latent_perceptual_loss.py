@@ -259,7 +259,7 @@ def judge_overhead(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, An
 # -------------------------------------------------------------------------------------------------- task
 class LatentPerceptualLossTask(Task):
     id = TASK_ID
-    version = 1
+    version = 2  # 2: the frozen networks train until their held-out figure settles (nets.NETS_VERSION 2)
     paper = Paper(
         title="Boosting latent diffusion with perceptual objectives",
         authors="Tariq Berrada, Pietro Astolfi, Melissa Hall, Marton Havasi, Yohann Benchetrit, "
@@ -347,12 +347,16 @@ class LatentPerceptualLossTask(Task):
 
     def evaluate(self, algorithm: Algorithm, config: LatentDiffusionConfig, seed: int) -> Outcome:
         from iclrbench.algorithms.latent_perceptual_loss import Recipe
+        from iclrbench.algorithms.latent_perceptual_loss import nets as latent_nets
         from iclrbench.models.torch_threads import one_torch_thread
 
         if not isinstance(algorithm, Recipe):
             raise TypeError(f"{type(algorithm).__name__} is not a Recipe")
         started = time.perf_counter()
         with one_torch_thread():
+            # the frozen networks' quality, as stored when they were trained, checked before any analysis
+            # rests on them: a missed floor fails the run with the figure (issue 53)
+            artifacts = latent_nets.checked_artifacts(config.dataset, config.classes, config.side)
             trained = train_and_sample(algorithm, config, seed)
             metrics = quality(trained["images"], trained["labels"], config)
         metrics.update(
@@ -367,4 +371,5 @@ class LatentPerceptualLossTask(Task):
                 f"{config.dataset}, {config.parameterisation}, {config.train_steps} steps, "
                 f"{config.samples} samples"
             ),
+            artifacts=artifacts,
         )
