@@ -7,7 +7,9 @@ types and torch transformations) are profiled on this CPU
 and peak memory, energy per token) and probed for quality against the highest-precision model
 (:mod:`iclrbench.envs.mobile_llm_profiling.quality`). The subject is the tiny llama trained here
 (float32 reference) or SmolLM2-135M-Instruct, whose highest precision is Q4_1 de-quantised (``--set
-model=smollm2``): "the full model" means that.
+model=smollm2``): "the full model" means that. The tiny llama trains until it has converged and every run
+checks its quality (measured once, when it was trained) against its floors before measuring anything, and
+records it in its provenance (:func:`subject_artifacts`; issue 53).
 
 Metrics per run: ``agreement_em`` (primary), ``agreement_f1``, ``perplexity``, ``hallucination_rate``,
 ``toxicity_rate``, ``decode_tps``, ``prefill_tps``, ``ttft_ms``, ``weight_memory_mb``, ``peak_rss_mb``,
@@ -31,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from iclrbench.core.algorithm import Algorithm
+from iclrbench.core.artifact import ArtifactQuality
 from iclrbench.core.cache import cache_root
 from iclrbench.core.decision import combine, compare_runs, empty, metric_values, threshold
 from iclrbench.core.result import RunResult
@@ -54,6 +57,13 @@ LLAMA_NAMES = tuple(f"llamacpp-{q.replace('_', '-')}" for q in LLAMA_TYPES)
 
 
 # ------------------------------------------------------------------------------------------ the subject
+def tiny_spec(config: MobileLLMConfig) -> Any:
+    """The tiny model's :class:`~iclrbench.envs.mobile_llm_profiling.tiny_llama.TinySpec` for ``config``."""
+    from iclrbench.envs.mobile_llm_profiling.tiny_llama import TinySpec
+
+    return TinySpec(entities=config.entities, layers=config.tiny_layers, steps=config.tiny_steps)
+
+
 def subject_path(config: MobileLLMConfig) -> Path:
     """The highest-precision GGUF of the configured subject (trained on first use for ``tiny``; a path is
     the user's own file, as stored)."""
@@ -63,10 +73,24 @@ def subject_path(config: MobileLLMConfig) -> Path:
         from iclrbench.models.language import smollm2_path
 
         return smollm2_path()
-    from iclrbench.envs.mobile_llm_profiling.tiny_llama import TinySpec, tiny_model_path
+    from iclrbench.envs.mobile_llm_profiling.tiny_llama import tiny_model_path
 
-    return tiny_model_path(
-        TinySpec(entities=config.entities, layers=config.tiny_layers, steps=config.tiny_steps)
+    return tiny_model_path(tiny_spec(config))
+
+
+def subject_artifacts(config: MobileLLMConfig) -> tuple[ArtifactQuality, ...]:
+    """The trained artifacts a run rests on, each checked against its floors: the tiny llama (its quality
+    as measured when it was trained); none for SmolLM2 or a file of one's own (trained elsewhere)."""
+    if config.model != "tiny":
+        return ()
+    from iclrbench.envs.mobile_llm_profiling.tiny_llama import tiny_quality
+
+    quality = tiny_quality(tiny_spec(config))
+    return (
+        quality.check(
+            f"the full model would not know the facts every run measures against; train longer cycles "
+            f"(--set tiny_steps={2 * config.tiny_steps}) or give it more blocks (--set tiny_layers=...)"
+        ),
     )
 
 
@@ -298,7 +322,9 @@ def device_projections(groups: list[list[RunResult]]) -> dict[str, dict[str, Any
 # ------------------------------------------------------------------------------------------------ task
 class MobileLLMTask(Task):
     id = TASK_ID
-    version = 2  # 2: the parameter count is a metric (device projections need it)
+    # 2: the parameter count is a metric (device projections need it)
+    # 3: the tiny model trains in cycles until converged, its quality checked and recorded in every run
+    version = 3
     paper = Paper(
         title="PalmBench: a comprehensive benchmark of compressed large language models on mobile platforms",
         authors="Yilong Li, Jingyu Liu, Hao Zhang, M Badri Narayanan, Utkarsh Sharma, Shuai Zhang, "
@@ -325,7 +351,8 @@ class MobileLLMTask(Task):
                 "decode_tokens": 16,
                 "repeats": 2,
             },
-            "a 2-block tiny llama trained in ~10 s, 12 questions, 2 profiling repeats: ~5 s a configuration",
+            "a 2-block tiny llama trained once until converged (225 steps, under a minute), 12 questions, 2 "
+            "profiling repeats: ~5 s a configuration",
             check_minutes=1.9,  # tests/test_contract.py: 115 s, 2 cores (2026-12-03)
             claim_seeds=(0, 1),
         ),
@@ -450,6 +477,7 @@ class MobileLLMTask(Task):
             raise TypeError(f"{type(algorithm).__name__} is not a ModelConfiguration")
         started = time.perf_counter()
         source = subject_path(config)
+        artifacts = subject_artifacts(config)  # before any analysis: a model below its floors fails the run
         asked = probes(config, seed)
         reference = reference_answers(source, config, asked)
         model = algorithm.open(source, config, logits_all=True)
@@ -486,6 +514,7 @@ class MobileLLMTask(Task):
         }
         return Outcome(
             metrics=metrics,
+            artifacts=artifacts,
             notes=(
                 f"{config.model} on {algorithm.engine}; full model knows {known}/{len(asked.questions)} "
                 f"facts; energy {measured.energy_source}; load average {measured.loadavg_before:.2f} before "

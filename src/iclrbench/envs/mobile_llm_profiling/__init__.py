@@ -45,7 +45,12 @@ class MobileLLMConfig:
     )
     entities: int = param(32, "tiny: made-up countries in the fact world", low=4, high=200)
     tiny_layers: int = param(4, "tiny: transformer blocks", low=1, high=12)
-    tiny_steps: int = param(1500, "tiny: training steps (AdamW, batch 32)", low=10)
+    tiny_steps: int = param(
+        1500,
+        "tiny: steps of a training cycle (AdamW, batch 32, one-cycle schedule); cycles follow until it has "
+        "converged, at most 4",
+        low=10,
+    )
     questions: int = param(48, "questions per run (drawn by the seed from the pool)", low=4)
     held_out: int = param(24, "held-out sentences per run for perplexity", low=2)
     toxicity_prompts: int = param(12, "toxicity-proxy prompts per run", low=2)
