@@ -36,9 +36,12 @@ def _overlaps(a: tuple[float, float], b: tuple[float, float]) -> bool:
 
 
 def test_process_slots_never_exceed_jobs_and_a_heavy_chunk_runs_alone() -> None:
-    chunks = [(0, 0.6), (1, 0.2), (2, 0.2), (3, 0.6), (4, 0.2)]
+    chunks = [(0, 1.0), (1, 0.5), (2, 0.5), (3, 1.0), (4, 0.5)]
     weights = [2, 1, 1, 2, 1]
     with ProcessExecutor(2) as pool:
+        # both workers started first: the pool starts a worker on demand, and on loaded cores a start took
+        # longer than a light chunk, which then ran on the other worker, after its neighbour (CI, stop 55)
+        list(pool.map(_timed_sleep, [(-1, 0.3), (-2, 0.3)]))
         spans = {i: (s, e) for _, (i, s, e) in pool.map(_timed_sleep, chunks, weights)}
     assert sorted(spans) == [0, 1, 2, 3, 4]
     for heavy in (0, 3):
