@@ -51,8 +51,10 @@ TINY_KEYS = (
 #: bump when the tiny subject's model or training change: cached subjects of another version are not read
 TINY_VERSION = 2  # 2: trained until converged, its held-out quality stored with the weights
 #: how far the subject's held-out figures may move for the same seed on another machine or thread count
-#: (measured: tests/icl_circuit/test_subject_quality.py trains it on 1 and 2 threads)
-TOLERANCE = {"accuracy": 0.02, "induction": 0.08}
+#: (tests/icl_circuit/test_subject_quality.py trains it on 1 and 2 threads). The correct-induction peak has
+#: a floor but no tolerance: it says which circuit a copy formed, not how well it learnt (copies with the
+#: same accuracy, 1.000, and loss, 0.555, peaked at 0.333 and 0.827 in CI)
+TOLERANCE = {"accuracy": 0.02, "loss": 0.05}
 
 Masks = dict[int, np.ndarray]
 
