@@ -1,5 +1,6 @@
-"""brain-encoding-alignment's parts without the text model: scenes and answers, the planted truth (on
-stand-in feature sets that are exact one-hot codes of the factors), the noise ceiling, the scores, the
+"""brain-encoding-alignment's parts without the text model: scenes and answers, the terms voxels are read
+out of, the planted shares (recovered from exact codes of the factors) and their independence of the
+feature sets, the controls, the truth on stand-in feature sets, the noise ceiling, the scores, the
 variance-partitioning identity, and the scikit-learn cross-check of himalaya's per-voxel ridge."""
 
 from __future__ import annotations
@@ -15,15 +16,19 @@ from iclrbench.envs.brain_encoding_alignment import (
     LAYOUTS,
     REGIONS,
     SHAPES,
+    TERMS,
     BrainEncodingConfig,
     Scenes,
     answers,
+    control_features,
     draw_scenes,
     explained,
     parse_partition,
     partition_shares,
+    recipes,
     record,
     span_basis,
+    term_values,
 )
 
 pytest.importorskip("himalaya")
@@ -71,6 +76,11 @@ def test_scenes_are_valid_and_answers_say_what_the_scene_holds(n: int, seed: int
 
 def test_more_objects_cover_more_of_the_picture() -> None:
     scenes = draw_scenes(400, np.random.default_rng(0))
+    # the background: its grey level is the picture's luminance, its texture zero-mean
+    background = np.median(scenes.images[:, 0].reshape(len(scenes), -1), axis=1)
+    assert np.corrcoef(background, scenes.luminance)[0, 1] > 0.9
+    rough = np.abs(np.diff(scenes.images[:, 0], axis=2)).mean((1, 2))
+    assert rough[scenes.texture == 1].mean() > rough[scenes.texture == 0].mean() + 0.03
     grey = scenes.images.std(1).mean((1, 2))  # coloured pixels differ across channels; grey ones do not
     means = [grey[scenes.count == k].mean() for k in (1, 2, 3, 4)]
     assert means == sorted(means)
@@ -95,19 +105,104 @@ def test_partition_shares_add_up_and_the_planted_span_is_exact(seed: int, n: int
     assert np.all(shares["unique_a"] >= -1e-9) and np.all(shares["unique_b"] >= -1e-9)
 
 
-def test_the_planted_truth_of_each_region() -> None:
+def factor_codes(scenes: Scenes) -> dict[str, np.ndarray]:
+    """Exact codes of each term's factors: every read-out of a term lies in its code's span."""
+    eye = np.eye
+    u = scenes.luminance
+    return {
+        "category": eye(3)[scenes.category],
+        "count": eye(4)[scenes.count - 1],
+        "colour": eye(4)[scenes.colour],
+        "position": eye(4)[scenes.layout],
+        "texture": eye(3)[scenes.texture],
+        "luminance": np.stack([u, u**2], axis=1),
+        "colour x position": eye(16)[scenes.colour * 4 + scenes.layout],
+        "category x count": eye(12)[scenes.category * 4 + scenes.count - 1],
+    }
+
+
+def test_terms_are_unit_and_uncorrelated_over_the_scene_distribution() -> None:
+    scenes = draw_scenes(40000, np.random.default_rng(0))
+    rng = np.random.default_rng(1)
+    values = np.stack([term_values(t, scenes, rng, 3) for t in TERMS])  # (terms, n, 3)
+    assert values.mean(1) == pytest.approx(np.zeros((len(TERMS), 3)), abs=0.03)
+    assert values.std(1) == pytest.approx(np.ones((len(TERMS), 3)), abs=0.03)
+    for v in range(3):
+        corr = np.corrcoef(values[:, :, v])
+        assert np.abs(corr - np.eye(len(TERMS))).max() < 0.04
+    with pytest.raises(ValueError, match="unknown term"):
+        term_values("shape", scenes, rng, 1)
+
+
+def test_the_voxels_are_planted_from_the_scenes_never_from_the_features() -> None:
     config = BrainEncodingConfig(images=600, voxels_per_region=10)
-    truth = record(config, 0, features_of=onehot_features).truth
-    assert truth.r2["early-visual"]["vision"] == pytest.approx(1.0)
-    assert truth.r2["category"]["caption"] == pytest.approx(1.0)
-    assert truth.r2["count"]["count"] == pytest.approx(1.0)
-    assert truth.r2["category"]["count"] < 0.05  # independent factors
+    one = record(config, 0, features_of=onehot_features)
+
+    def unrelated(scenes: Scenes, config: BrainEncodingConfig) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng(5)
+        return {name: rng.standard_normal((len(scenes), 6)) for name in config.feature_sets}
+
+    other = record(config, 0, features_of=unrelated)
+    # the same responses whatever the feature sets are; only what they explain of them differs
+    assert np.array_equal(one.responses, other.responses)
+    assert one.truth.factors == other.truth.factors
+    assert one.truth.r2["category"]["caption"] > 0.7 and abs(other.truth.r2["category"]["caption"]) < 0.03
+
+
+def test_the_planted_shares_of_each_region_are_what_the_factors_explain() -> None:
+    config = BrainEncodingConfig(images=4000, voxels_per_region=30, noise_low=0.0, noise_high=0.0)
+    rec = record(config, 0, features_of=onehot_features)
+    signal = rec.responses[0]
+    codes = factor_codes(rec.scenes)
+    planned = recipes(config.mixed_count_share)
+    for i, region in enumerate(REGIONS):
+        shares = rec.truth.factors[region]
+        assert sum(shares.values()) == pytest.approx(1.0)
+        assert {t for t, x in shares.items() if x > 0} == {t for t, x in planned[region].items() if x > 0}
+        for term, share in shares.items():
+            assert share == pytest.approx(planned[region].get(term, 0.0), abs=0.06), (region, term)
+        voxels = signal[:, rec.region == i]
+        # main effects: a factor's one-hot span holds its linear and non-linear read-outs
+        mains = {"category", "colour", "position", "texture"}
+        for name in mains:
+            held = explained(span_basis(codes[name]), voxels).mean()
+            assert held == pytest.approx(shares[name], abs=0.03), (region, name)
+        count = explained(span_basis(codes["count"]), voxels).mean()
+        assert count == pytest.approx(shares["count"] + shares["count (non-linear)"], abs=0.03), region
+        light = explained(span_basis(codes["luminance"]), voxels).mean()
+        assert light == pytest.approx(shares["luminance"] + shares["luminance (non-linear)"], abs=0.03)
+    truth = rec.truth
+    # what the stand-in sets span: the count answer every read-out of the number, the caption's coarse
+    # number ("a", "two", "several") part of it
+    assert truth.r2["count"]["count"] == pytest.approx(
+        truth.factors["count"]["count"] + truth.factors["count"]["count (non-linear)"], abs=0.03
+    )
     count = truth.partitions["count:caption+count"]
-    # the caption says "two" and "several": it explains part of the exact count, never all of it
-    assert count["unique_a"] == pytest.approx(0.0, abs=1e-9) and 0.05 < count["unique_b"] < 0.95
-    mixed = truth.partitions["mixed:caption+count"]
-    assert sum(mixed.values()) == pytest.approx(1.0) and mixed["shared"] > 0.1 and mixed["unique_a"] > 0.3
-    assert truth.best_set("category", ("caption", "vision")) == "caption"
+    assert 0.05 < count["unique_b"] < 0.5 and count["unique_a"] > 0.05  # the caption's place, not number
+    assert truth.best_set("early-visual", ("caption", "count", "vision")) == "vision"
+
+
+def test_the_controls_replace_only_the_instruction_sets() -> None:
+    config = BrainEncodingConfig(images=200, voxels_per_region=5)
+    model = record(config, 2, features_of=onehot_features)
+    for control in ("noise", "shuffled"):
+        rec = record(
+            BrainEncodingConfig(images=200, voxels_per_region=5, instruction_features=control),
+            2,
+            features_of=onehot_features,
+        )
+        assert np.array_equal(rec.responses, model.responses)
+        for name in ("vision", "clip"):
+            assert np.array_equal(rec.features[name], model.features[name])
+        for name in ("caption", "count", "colour", "position"):
+            assert rec.features[name].shape == model.features[name].shape
+            assert not np.array_equal(rec.features[name], model.features[name])
+        assert rec.truth.r2["category"]["caption"] < 0.1 < model.truth.r2["category"]["caption"]
+    shuffled = control_features(model.features, "shuffled", np.random.default_rng(0))
+    # the same rows, reordered: one permutation for every instruction set
+    assert sorted(map(tuple, shuffled["count"])) == sorted(map(tuple, model.features["count"]))
+    with pytest.raises(ValueError, match="unknown control"):
+        control_features(model.features, "zeros", np.random.default_rng(0))
 
 
 def test_the_recording_is_seeded_and_split() -> None:

@@ -1,5 +1,5 @@
 """brain-encoding-alignment through the runner and the CLI at smoke (real MiniLM features): every metric,
-the reference recovering the planted shares where the unnormalised and shuffled pipelines cannot,
+the reference recovering the true shares where the unnormalised and shuffled pipelines cannot,
 determinism, feature sets, regions and repeats it cannot use refused, and the claim judges saying yes, no
 and inconclusive."""
 
@@ -57,8 +57,7 @@ def test_every_run_carries_the_image_tower_in_its_provenance(outcomes: dict[str,
 def test_the_reference_recovers_what_the_baselines_cannot(outcomes: dict[str, RunResult]) -> None:
     ref = outcomes["himalaya-ridge"].metrics
     assert ref["recovery_error"] < 0.05 and ref["ranking_agreement"] > 0.7
-    assert ref["instruction_vs_vision_category"] > 0.3 and ref["instruction_vs_vision_early_visual"] < -0.1
-    for region in ("early_visual", "category", "count"):
+    for region in ("category", "count"):  # regions a feature set spans almost whole
         assert ref[f"r_norm_{region}"] == pytest.approx(1.0, abs=0.15), region
     raw = outcomes["no-nc-normalisation"].metrics
     # the same fits, unnormalised: every share shrinks by the noise ceiling
@@ -66,9 +65,10 @@ def test_the_reference_recovers_what_the_baselines_cannot(outcomes: dict[str, Ru
     assert raw["r_norm_category"] < ref["r_norm_category"]
     null = outcomes["shuffled-control"].metrics
     assert null["recovery_error"] > 0.1
-    # a null fit's normalised r spreads about 0.25 around 0 per region at smoke's 24 voxels a region (count
-    # 0.48 with the shuffle the runner seeds for seed 0): far from the reference's 1, not within 0.4 of 0
-    assert max(abs(null[f"r_norm_{r}"]) for r in ("early_visual", "category", "count", "mixed")) < 0.6
+    # the shuffled fit's R2 is near 0 where the reference's is far from it; its r need not be (one spurious
+    # direction correlates with a low-dimensional region's voxels alike)
+    for region in ("early_visual", "category", "count", "mixed"):
+        assert abs(null[f"r2_norm_{region}"]) < 0.1 and ref[f"r2_norm_{region}"] > 0.4, region
 
 
 def test_the_same_seed_gives_the_same_run(outcomes: dict[str, RunResult]) -> None:
@@ -141,9 +141,18 @@ def test_the_vision_and_null_judges() -> None:
     )
     assert judge_vision([no])[0] == "not_reproduced"
     regions = ("early_visual", "category", "count", "mixed")
-    quiet = _runs("shuffled-control", **{f"r_norm_{r}": [0.001, -0.002, 0.0, 0.002, -0.001] for r in regions})
+    quiet = _runs(
+        "shuffled-control", **{f"r2_norm_{r}": [0.001, -0.002, 0.0, 0.002, -0.001] for r in regions}
+    )
     assert judge_null([quiet])[0] == "reproduced"
-    loud = _runs("shuffled-control", **{f"r_norm_{r}": [0.3, 0.31, 0.29, 0.3, 0.3] for r in regions})
+    loud = _runs("shuffled-control", **{f"r2_norm_{r}": [0.3, 0.31, 0.29, 0.3, 0.3] for r in regions})
     assert judge_null([loud])[0] == "not_reproduced"
-    noisy = _runs("shuffled-control", **{f"r_norm_{r}": [0.08, -0.07, 0.06, -0.05, 0.0] for r in regions})
+    noisy = _runs("shuffled-control", **{f"r2_norm_{r}": [0.08, -0.07, 0.06, -0.05, 0.0] for r in regions})
     assert judge_null([noisy])[0] == "inconclusive"
+    # r is not what the null is judged on: a spread of r with R2 at 0 is still null
+    spread = _runs(
+        "shuffled-control",
+        **{f"r2_norm_{r}": [0.001, -0.002, 0.0, 0.002, -0.001] for r in regions},
+        **{f"r_norm_{r}": [0.5, -0.48, 0.3, -0.2, 0.1] for r in regions},
+    )
+    assert judge_null([spread])[0] == "reproduced"

@@ -1,10 +1,12 @@
 """brain-encoding-alignment: Oota et al., "Correlating instruction-tuning (in multimodal models) with
 vision-language processing (in the brain)", ICLR 2025 (arXiv:2505.20029).
 
-A pipeline-validity benchmark with planted truth (no fMRI can be had offline): one run = one (encoding
-pipeline, seed). The seed draws a subject's experiment (:mod:`iclrbench.envs.brain_encoding_alignment`):
-scenes, the feature sets (:mod:`iclrbench.envs.brain_encoding_alignment.features`), four regions of synthetic
-voxels whose signal each feature set explains by a share the generator records, and noisy repeats. The
+No real fMRI data set loads offline (the paper's Natural Scenes Dataset, and the fetchers of nilearn, the
+NSD tools and voxelwise-tutorials, download at run time), so the voxels are synthetic, planted from the
+scenes' own factors and never from a model's features: one run = one (encoding pipeline, seed). The seed
+draws a subject's experiment (:mod:`iclrbench.envs.brain_encoding_alignment`): scenes, the feature sets
+(:mod:`iclrbench.envs.brain_encoding_alignment.features`), four regions of synthetic voxels read out from
+the scenes' category, count, colour, position, texture and luminance, and noisy repeats. The
 pipeline (:mod:`iclrbench.algorithms.brain_encoding_alignment`) fits every feature set, and for each partition
 the pair of sets jointly, on the training images (features and the mean of the repeats z-scored with the
 training images' statistics), and predicts the held-out images. Scores per voxel: R2 (coefficient of
@@ -13,12 +15,13 @@ determination) and Pearson r on the held-out images, divided by the noise ceilin
 = R2_AB - R2_B; each averaged over the region's voxels.
 
 Metrics: ``recovery_error`` (primary: mean |estimated - planted| of the shared and unique shares of the
-config's partitions), ``count_unique_error`` and ``mixed_shared_error`` (signed errors of the claims'
-shares: unique count variance in the count region, shared caption / count variance in the mixed one),
-``r_norm_<region>`` (mean normalised r of the region's planted best feature set), ``instruction_vs_vision_
-<region>`` (the planted best instruction set's mean normalised r minus the vision-only model's, in the
-category and early visual regions), ``ranking_agreement`` (Spearman correlation of the estimated and the
-planted share of each feature set, mean over regions), ``noise_ceiling_error`` (mean |estimated - true|
+config's partitions; the truth is each set's share of the noise-free signal, measured on its span),
+``count_unique_error`` and ``mixed_shared_error`` (signed errors of the claims' shares: unique count
+variance in the count region, shared caption / count variance in the mixed one), ``r_norm_<region>`` and
+``r2_norm_<region>`` (mean normalised r and R2 of the feature set that truly explains the region best),
+``instruction_vs_vision_<region>`` (the caption set's mean normalised r minus the vision-only model's, in
+the category and early visual regions), ``ranking_agreement`` (Spearman correlation of the estimated and
+the true share of each feature set, mean over regions), ``noise_ceiling_error`` (mean |estimated - true|
 noise ceiling), ``seconds``.
 """
 
@@ -49,7 +52,6 @@ from iclrbench.core.task import (
 )
 from iclrbench.envs.brain_encoding_alignment import (
     CLAIM_PARTITIONS,
-    INSTRUCTIONS,
     REGIONS,
     TASK_ID,
     BrainEncodingConfig,
@@ -60,7 +62,22 @@ from iclrbench.envs.brain_encoding_alignment import (
 )
 
 RECOVERY_TOLERANCE = 0.02  # "within +-0.02 R^2"
-NULL_TOLERANCE = 0.02  # "normalised r within 0.02 of 0"
+NULL_TOLERANCE = 0.02  # "normalised R^2 within 0.02 of 0"
+#: the instruction set the vision comparison reads (its answers name the category): fixed before anything
+#: is measured, not the best set on the test images
+COMPARED_INSTRUCTION = "caption"
+#: the recovery claim's runs at small and paper. 400 held-out images move a seed's shares by about 0.01, so
+#: the interval over 5 seeds could not fit inside +-0.02: 3,000 held-out images (of 6,000, half held out)
+#: over 10 seeds can. himalaya's RidgeCV costs n_test x n_train x voxels x alphas per fold, so these runs
+#: fit 50 voxels a region and only the sets the partitions read (a region's share is a mean over voxels
+#: whose own noise is independent: 50 average it well)
+RECOVERY_OVERRIDES = {
+    "images": 6000,
+    "test_fraction": 0.5,
+    "voxels_per_region": 50,
+    "feature_sets": ("caption", "count", "vision"),
+}
+RECOVERY_SEEDS = tuple(range(10))
 #: an estimated noise ceiling is floored here before dividing by it (a voxel without signal would divide
 #: by ~0)
 NC_FLOOR = 0.01
@@ -168,15 +185,13 @@ def summarise(encoding: Encoding, recording: Recording, config: BrainEncodingCon
         voxels = recording.region == i
         best = truth.best_set(region, sets)
         metrics[f"r_norm_{_key(region)}"] = float(encoding.r[best][voxels].mean())
+        metrics[f"r2_norm_{_key(region)}"] = float(encoding.r2[best][voxels].mean())
         estimated = [float(encoding.r2[s][voxels].mean()) for s in sets]
         ranking.append(_spearman(estimated, truth.ranking(region, sets)))
     for region in ("category", "early-visual"):
         voxels = recording.region == REGIONS.index(region)
-        # the instruction set the generator made best for the region, not the best on the test images
-        # (a maximum over noisy test scores would favour the instructions)
-        instruction = truth.best_set(region, tuple(s for s in sets if s in INSTRUCTIONS))
         metrics[f"instruction_vs_vision_{_key(region)}"] = float(
-            encoding.r[instruction][voxels].mean() - encoding.r["vision"][voxels].mean()
+            encoding.r[COMPARED_INSTRUCTION][voxels].mean() - encoding.r["vision"][voxels].mean()
         )
     metrics["ranking_agreement"] = float(np.mean(ranking))
     metrics["noise_ceiling_error"] = float(np.abs(encoding.noise_ceiling - truth.noise_ceiling).mean())
@@ -196,10 +211,14 @@ def _within(values: list[float], tolerance: float, quantity: str) -> dict[str, E
 
 
 def recovery_requests(budget: str) -> list[RunRequest]:
-    return [
-        RunRequest(a, {}, BrainEncodingTask.claim_seeds(budget))
-        for a in ("himalaya-ridge", "no-nc-normalisation")
-    ]
+    """At smoke the budget's own runs; at small and paper :data:`RECOVERY_OVERRIDES` over
+    :data:`RECOVERY_SEEDS` (the interval must be able to fit inside +-RECOVERY_TOLERANCE)."""
+    overrides, seeds = (
+        ({}, BrainEncodingTask.claim_seeds(budget))
+        if budget == "smoke"
+        else (RECOVERY_OVERRIDES, RECOVERY_SEEDS)
+    )
+    return [RunRequest(a, overrides, seeds) for a in ("himalaya-ridge", "no-nc-normalisation")]
 
 
 def judge_recovery(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
@@ -231,8 +250,9 @@ def vision_requests(budget: str) -> list[RunRequest]:
 
 
 def judge_vision(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """The planted best instruction feature set's normalised r beats the vision-only model's in the
-    category region (difference > 0) and does not in the early visual region (difference < 0)."""
+    """The caption set's normalised r (MiniLM embeddings of the caption answers) beats the vision-only
+    model's in the category region (difference > 0) and does not in the early visual region (difference
+    < 0): a measurement of the models, since the voxels are read out from the scenes' factors."""
     runs = runs_where(groups, "himalaya-ridge")
     if len(runs) < 2:
         return empty("fewer than 2 seeds of himalaya-ridge")
@@ -256,21 +276,28 @@ def null_requests(budget: str) -> list[RunRequest]:
 
 
 def judge_null(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """With the images shuffled against the responses, every region's normalised r lies within
-    NULL_TOLERANCE of 0 (both sides, Student-t interval over seeds)."""
+    """With the images shuffled against the responses, every region's noise-ceiling-normalised R2 lies
+    within NULL_TOLERANCE of 0 (both sides, Student-t interval over seeds). R2, not r: r ignores scale, so
+    one shuffled fit of a low-dimensional region correlates with all of its voxels alike (+-0.5 a seed),
+    while its R2 is near 0 whenever the ridge shrinks the spurious fit away."""
     runs = runs_where(groups, "shuffled-control")
     if len(runs) < 2:
         return empty("fewer than 2 seeds of shuffled-control")
     parts: dict[str, Evidence] = {}
     for region in REGIONS:
-        parts.update(_within(_values(runs, f"r_norm_{_key(region)}"), NULL_TOLERANCE, f"{region}: r_norm"))
-    return combine(parts, r_norm={region: mean_figure(runs, f"r_norm_{_key(region)}") for region in REGIONS})
+        parts.update(_within(_values(runs, f"r2_norm_{_key(region)}"), NULL_TOLERANCE, f"{region}: R2 / nc"))
+    return combine(
+        parts,
+        r2_norm={region: mean_figure(runs, f"r2_norm_{_key(region)}") for region in REGIONS},
+        r_norm={region: mean_figure(runs, f"r_norm_{_key(region)}") for region in REGIONS},
+    )
 
 
 # -------------------------------------------------------------------------------------------------- task
 class BrainEncodingTask(Task):
     id = TASK_ID
-    version = 2  # 2: the clip set's image tower is trained to a plateau (models.vision_language v4)
+    version = 3  # 3: voxels planted from the scenes' factors, not from feature spans; texture and luminance
+    # 2: the clip set's image tower is trained to a plateau (models.vision_language v4)
     paper = Paper(
         title=(
             "Correlating instruction-tuning (in multimodal models) with vision-language processing "
@@ -281,10 +308,15 @@ class BrainEncodingTask(Task):
         arxiv="2505.20029",
     )
     summary = (
-        "Planted truth, not fMRI: synthetic voxels in four regions whose signal each feature set (MiniLM "
-        "embeddings of instruction answers, a vision-only model, a CLIP-like tower) explains by a recorded "
-        "share; an encoding pipeline (per-voxel ridge, banded ridge, noise ceiling, variance partitioning) "
-        "scores well only if it recovers what was put in."
+        "Synthetic voxels, not fMRI: no real fMRI data set loads offline (the paper's Natural Scenes Dataset "
+        "-- 7T responses of subjects 1, 2, 5 and 7 to COCO images, averaged over repeats, nsdgeneral voxels, "
+        "each subject's own images for training and the shared ~1,000 for testing -- and the fetchers of "
+        "nilearn, the NSD tools and voxelwise-tutorials all download at run time). Four regions of voxels "
+        "are read out, linearly and not, from the scenes' own factors (category, count, colour, position, "
+        "texture, luminance), never from a model's features; how much of each region the MiniLM embeddings "
+        "of instruction answers, a vision-only network and a CLIP-like tower explain is then measured with "
+        "per-voxel ridge, banded ridge, the noise ceiling and variance partitioning, and scored against the "
+        "shares their spans hold of the noise-free signal."
     )
     Config = BrainEncodingConfig
     budgets = {  # noqa: RUF012  (read-only class data, as in Task)
@@ -313,16 +345,15 @@ class BrainEncodingTask(Task):
         Metric("count_unique_error", False, "R2", "count region: estimated - planted unique count share"),
         Metric("mixed_shared_error", False, "R2", "mixed region: estimated - planted shared caption/count"),
         *(
-            Metric(f"r_norm_{_key(region)}", True, "", f"{region}: mean normalised r of the planted best set")
+            Metric(f"r_norm_{_key(region)}", True, "", f"{region}: mean normalised r of the truly best set")
             for region in REGIONS
         ),
-        Metric("instruction_vs_vision_category", True, "", "category: top instruction r_norm - vision's"),
-        Metric(
-            "instruction_vs_vision_early_visual",
-            False,
-            "",
-            "early visual: top instruction r_norm - vision's",
+        *(
+            Metric(f"r2_norm_{_key(region)}", True, "R2", f"{region}: mean R2 / nc of the truly best set")
+            for region in REGIONS
         ),
+        Metric("instruction_vs_vision_category", True, "", "category: caption r_norm - vision's"),
+        Metric("instruction_vs_vision_early_visual", False, "", "early visual: caption r_norm - vision's"),
         Metric(
             "ranking_agreement", True, "", "Spearman of estimated vs planted share per set, mean of regions"
         ),
@@ -343,31 +374,32 @@ class BrainEncodingTask(Task):
     claims = (
         Claim(
             "partition-recovers-planted",
-            f"Variance partitioning recovers the planted unique count variance in the count region and the "
-            f"shared caption / count variance in the mixed region within +-{RECOVERY_TOLERANCE} R2.",
+            f"Variance partitioning recovers the unique count variance in the count region and the shared "
+            f"caption / count variance in the mixed region (the shares the feature sets' spans hold of the "
+            f"noise-free signal) within +-{RECOVERY_TOLERANCE} R2; judged at 6,000 images, half held out, "
+            f"over 10 seeds.",
             recovery_requests,
             judge_recovery,
-            # measured at small: errors +0.007 (interval -0.007 to +0.021) and -0.010 (-0.022 to +0.002):
-            # the held-out set's sampling moves a seed's shares by about 0.01
-            expected="inconclusive",
+            version=2,
+            expected=None,
         ),
         Claim(
             "instruction-beats-vision-in-category",
-            "Instruction features beat the vision-only model in the category region and not in the early "
-            "visual one (the planted truth; the paper's direction).",
+            "The caption answers' features beat the vision-only model in the category region and not in the "
+            "early visual one (the paper's direction; voxels read out from the scenes' factors).",
             vision_requests,
             judge_vision,
-            expected="reproduced",
+            version=2,
+            expected=None,
         ),
         Claim(
             "shuffled-control-null",
-            f"A shuffled-image control gives normalised r within {NULL_TOLERANCE} of 0 in every region.",
+            f"A shuffled-image control gives noise-ceiling-normalised R2 within {NULL_TOLERANCE} of 0 in "
+            "every region.",
             null_requests,
             judge_null,
-            # measured at small: region means from -0.09 to +0.01, but a seed's mean r in the count region
-            # ranges from -0.48 to +0.50: its signal has 3 dimensions, so one shuffle's spurious fit
-            # correlates with every voxel of the region alike
-            expected="inconclusive",
+            version=2,
+            expected=None,
         ),
     )
 
@@ -404,7 +436,7 @@ class BrainEncodingTask(Task):
             f"{label}: "
             + ", ".join(
                 f"{k} {float(encoding.partitions[label][k].mean()):.3f} "
-                f"(planted {recording.truth.partitions[label][k]:.3f})"
+                f"(true {recording.truth.partitions[label][k]:.3f})"
                 for k in SHARES
             )
             for label in encoding.partitions

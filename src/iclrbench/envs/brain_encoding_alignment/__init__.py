@@ -1,36 +1,47 @@
 """brain-encoding-alignment's world (Oota et al., ICLR 2025, "Correlating instruction-tuning (in multimodal
-models) with vision-language processing (in the brain)"): seeded scenes, the answers an instruction-tuned
-model would give about them, and synthetic voxel responses with planted truth.
+models) with vision-language processing (in the brain)", section 3): seeded scenes, the answers an
+instruction-tuned model would give about them, and synthetic voxel responses planted from the scenes' own
+factors.
 
-No fMRI can be had offline, so this is a pipeline-validity benchmark: the generator decides how much of
-each region's signal every feature set explains, records it, and an encoding pipeline scores well only if
-it recovers what was put in.
+No fMRI can be had offline (the paper's Natural Scenes Dataset, and nilearn's, the NSD tools' and
+voxelwise-tutorials' fetchers, download at run time), so the voxels are synthetic. They are planted from
+what is in the scene, never from any model's features: whether the MiniLM embeddings of instruction
+answers, the vision-only network or the CLIP-like tower explain a region is then a measurement of those
+models, as in the paper.
 
 Scenes: 1 to 4 objects of one shape (circle, square, triangle) and one colour (red, green, blue, yellow),
-placed in one half of a 24 x 24 picture (left, right, top, bottom), on a grey background with pixel noise.
-Each "instruction" is answered in text from the scene's factors, as a captioning or VQA model would:
+placed in one half of a 24 x 24 picture (left, right, top, bottom), on a background of a uniform grey
+level (``luminance``) with a texture (plain, stripes, checks; zero mean) and pixel noise. Each
+"instruction" is answered in text from the scene's factors, as a captioning or VQA model would (no answer
+mentions the background):
 
 - ``caption``: "two red circles on the left" (the quantity coarse: "a", "two" or "several");
 - ``count``: "There are three objects." (exact);
 - ``colour``: "The objects are red.";
 - ``position``: "The objects are on the left side.".
 
-Regions of interest (``voxels_per_region`` voxels each); every voxel's noise-free signal ``s`` is a random
-combination, its own, of the region's sources, centred and scaled to unit variance over the stimuli:
+Regions of interest (``voxels_per_region`` voxels each). A voxel's noise-free signal is a sum of *terms*,
+each a read-out of the scene's factors with unit variance over the scene distribution, mutually
+uncorrelated there (the factors are independent and uniform; each term is centred, and a non-linear or
+conjunctive term has the lower-order terms of its factors projected out):
 
-- ``early-visual``: pixel statistics: a random direction in the vision-only features' space;
-- ``category``: the object's shape, as the caption's features carry it (one-hot category, projected onto
-  the caption features' span);
-- ``count``: the exact number of objects, as the count answer's features carry it;
-- ``mixed``: ``1 - mixed_count_share`` of colour and place as the caption carries them, plus
-  ``mixed_count_share`` of number as the count answer carries it: variance shared between caption and
-  count information, since the caption also says (coarsely) how many.
+- linear read-outs: ``count`` (the number), ``luminance`` (the grey level);
+- non-linear read-outs: ``count (non-linear)`` (a random value per number, its linear part removed),
+  ``luminance (non-linear)`` (the second Legendre polynomial of the grey level), and a random value per
+  level of each categorical factor (``category``, ``colour``, ``position``, ``texture``);
+- conjunctions: ``colour x position``, ``category x count`` (a random value per pair of levels, both main
+  effects removed).
 
-Every source lies in the span of a feature set, so the truth is exact: for voxel ``v`` and feature set
-``X`` the planted share is ``R2_X(v) = ||P_X s_v||^2 / ||s_v||^2``, with ``P_X`` the projection onto the
-centred span of ``X`` over the stimuli; for a pair the planted shared and unique variance follow from
-``R2_A``, ``R2_B`` and ``R2_AB`` as variance partitioning defines them. Responses are ``s_v`` plus
-Gaussian noise of the voxel's own scale, in ``repeats`` independent repeats per image.
+Each region has a recipe of mean variance shares per term (:func:`recipes`); every voxel draws its own
+shares around it (Dirichlet), its own random read-outs, and is scaled to unit variance over the stimuli.
+The planted shares are recorded (``Truth.factors``). What each *feature set* can explain of a voxel is not
+planted: it is measured on the noise-free signal, as the share of its variance in the span of the set's
+features over the stimuli (adjusted for the set's dimensions, so it estimates the population share), and
+variance partitioning of a pair follows from ``R2_A``, ``R2_B`` and ``R2_AB``. Responses are the signal
+plus Gaussian noise of the voxel's own scale, in ``repeats`` independent repeats per image.
+
+``instruction_features`` replaces the instruction sets' features by Gaussian noise or shuffles them across
+images: the negative control of the claims.
 """
 
 from __future__ import annotations
@@ -53,6 +64,27 @@ SHAPES = ("circle", "square", "triangle")
 COLOURS = tuple(RGB)
 LAYOUTS = ("left", "right", "top", "bottom")
 COUNT_WORDS = ("one", "two", "three", "four")
+TEXTURES = ("plain", "stripes", "checks")
+#: the background's grey level is uniform on this range; its texture adds +-TEXTURE_AMPLITUDE
+LUMINANCE = (0.3, 0.6)
+TEXTURE_AMPLITUDE = 0.08
+#: the read-outs of the scenes' factors a voxel's signal is made of (see the module docstring)
+TERMS = (
+    "category",
+    "count",
+    "count (non-linear)",
+    "colour",
+    "position",
+    "texture",
+    "luminance",
+    "luminance (non-linear)",
+    "colour x position",
+    "category x count",
+)
+#: how tightly a voxel's own term shares follow its region's recipe (Dirichlet concentration)
+SHARE_CONCENTRATION = 20.0
+#: the controls ``instruction_features`` offers besides the models' own features
+INSTRUCTION_CONTROLS = ("noise", "shuffled")
 #: the partitions the claims read: unique count variance in the count region, shared in the mixed one
 CLAIM_PARTITIONS = ("count:caption+count", "mixed:caption+count")
 #: the sets every run fits: the claims' partitions and the vision-only comparison
@@ -114,6 +146,12 @@ class BrainEncodingConfig:
     cv_folds: int = param(
         5, "cross-validation folds for alpha (himalaya's default, as the paper's code)", low=2
     )
+    instruction_features: str = param(
+        "model",
+        "the instruction sets' features: the model's, or a negative control (Gaussian noise; the model's "
+        "shuffled across images)",
+        choices=("model", *INSTRUCTION_CONTROLS),
+    )
 
     def __post_init__(self) -> None:
         if self.repeats < 2:
@@ -167,14 +205,16 @@ class BrainEncodingConfig:
 # ------------------------------------------------------------------------------------------------ scenes
 @dataclasses.dataclass(frozen=True)
 class Scenes:
-    """The latent factors of ``n`` scenes (indices into SHAPES, COLOURS, LAYOUTS; count 1-4) and their
-    images (n, 3, 24, 24) in [0, 1]."""
+    """The latent factors of ``n`` scenes (indices into SHAPES, COLOURS, LAYOUTS, TEXTURES; count 1-4; the
+    background's grey level) and their images (n, 3, 24, 24) in [0, 1]."""
 
     category: np.ndarray
     count: np.ndarray
     colour: np.ndarray
     layout: np.ndarray
     images: np.ndarray
+    texture: np.ndarray
+    luminance: np.ndarray
 
     def __len__(self) -> int:
         return len(self.count)
@@ -187,8 +227,14 @@ def draw_scenes(n: int, rng: np.random.Generator) -> Scenes:
     count = rng.integers(1, 5, size=n)
     colour = rng.integers(len(COLOURS), size=n)
     layout = rng.integers(len(LAYOUTS), size=n)
-    grey = rng.uniform(0.3, 0.6, size=n)
-    images = np.repeat(grey[:, None, None, None], 3, axis=1) * np.ones((1, 1, SIDE, SIDE))
+    grey = rng.uniform(*LUMINANCE, size=n)
+    texture = rng.integers(len(TEXTURES), size=n)
+    ys, xs = np.mgrid[0:SIDE, 0:SIDE]
+    patterns = np.stack(  # each of zero mean over the picture
+        [np.zeros((SIDE, SIDE)), 2.0 * ((xs // 2) % 2) - 1, 2.0 * ((xs // 3 + ys // 3) % 2) - 1]
+    )
+    background = grey[:, None, None] + TEXTURE_AMPLITUDE * patterns[texture]
+    images = np.repeat(background[:, None], 3, axis=1)
     half = SIDE / 2
     for i in range(n):
         cells = rng.permutation(4)[: count[i]]
@@ -203,7 +249,8 @@ def draw_scenes(n: int, rng: np.random.Generator) -> Scenes:
         masks = shape_mask(SHAPES[category[i]], cx, cy, radius).any(0)
         images[i][:, masks] = np.asarray(RGB[COLOURS[colour[i]]])[:, None]
     images = images + 0.04 * rng.standard_normal(images.shape)
-    return Scenes(category, count, colour, layout, np.clip(images, 0, 1).astype(np.float32))
+    images = np.clip(images, 0, 1).astype(np.float32)
+    return Scenes(category, count, colour, layout, images, texture, grey)
 
 
 def answers(scenes: Scenes, instruction: str) -> list[str]:
@@ -240,6 +287,12 @@ def explained(basis: np.ndarray, signals: np.ndarray) -> np.ndarray:
     return (basis.T @ centred).__pow__(2).sum(0) / (centred**2).sum(0)
 
 
+def adjusted(r2: np.ndarray, n: int, k: int) -> np.ndarray:
+    """The in-sample share ``r2`` of a k-dimensional span over n rows, adjusted for the dimensions it spends
+    (1 - (1 - r2)(n - 1) / (n - 1 - k)): an estimate of the share over the scene distribution."""
+    return 1.0 - (1.0 - r2) * (n - 1) / (n - 1 - k)
+
+
 def partition_shares(r2_a: np.ndarray, r2_b: np.ndarray, r2_ab: np.ndarray) -> dict[str, np.ndarray]:
     """Variance partitioning of two feature sets (de Heer et al. 2017; Lescroart et al. 2015):
     shared = R2_A + R2_B - R2_AB, unique_A = R2_AB - R2_B, unique_B = R2_AB - R2_A."""
@@ -248,10 +301,13 @@ def partition_shares(r2_a: np.ndarray, r2_b: np.ndarray, r2_ab: np.ndarray) -> d
 
 @dataclasses.dataclass(frozen=True)
 class Truth:
-    """What the generator planted, per region: ``r2[region][set]`` (mean over the region's voxels of the
-    share of signal variance the set explains), ``partitions[label]`` (mean shared / unique_a / unique_b),
-    and per voxel the noise ceiling of the mean of the repeats (signal variance over total)."""
+    """What the experiment holds, per region: ``factors[region][term]`` (the planted mean share of signal
+    variance of each read-out of the scenes' factors), ``r2[region][set]`` (the mean share of the noise-
+    free signal the set's span explains: measured, not planted), ``partitions[label]`` (mean shared /
+    unique_a / unique_b of the same), and per voxel the noise ceiling of the mean of the repeats (signal
+    variance over total)."""
 
+    factors: dict[str, dict[str, float]]
     r2: dict[str, dict[str, float]]
     partitions: dict[str, dict[str, float]]
     noise_ceiling: np.ndarray
@@ -266,7 +322,7 @@ class Truth:
 @dataclasses.dataclass(frozen=True)
 class Recording:
     """One subject's experiment: features per set (n, k), responses (repeats, n, V), each voxel's region
-    index into REGIONS, the train / test split of the images, and the planted truth."""
+    index into REGIONS, the train / test split of the images, and the truth."""
 
     scenes: Scenes
     features: dict[str, np.ndarray]
@@ -277,8 +333,78 @@ class Recording:
     truth: Truth
 
 
-def _onehot(values: np.ndarray, levels: int) -> np.ndarray:
-    return np.eye(levels)[values]
+def recipes(mixed_count_share: float) -> dict[str, dict[str, float]]:
+    """Per region, the mean share of its signal variance each term carries (section 3 of the paper names
+    the regions; the recipes are ours): early visual cortex reads the picture's low-level make-up, the
+    category region the objects' shape, the count region their number, the mixed region colour, place and
+    number together (``mixed_count_share`` of it number)."""
+    m = mixed_count_share
+    return {
+        "early-visual": {
+            "luminance": 0.2,
+            "luminance (non-linear)": 0.1,
+            "texture": 0.3,
+            "position": 0.2,
+            "colour": 0.2,
+        },
+        "category": {"category": 0.75, "category x count": 0.15, "position": 0.1},
+        "count": {"count": 0.55, "count (non-linear)": 0.3, "position": 0.15},
+        "mixed": {
+            "colour": 0.25 * (1 - m),
+            "position": 0.25 * (1 - m),
+            "colour x position": 0.5 * (1 - m),
+            "count": 0.7 * m,
+            "count (non-linear)": 0.3 * m,
+        },
+    }
+
+
+def _levels(values: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """A random value per level (table (L, V)), centred and of unit variance over uniform levels."""
+    table = table - table.mean(0)
+    return (table / np.sqrt((table**2).mean(0)).clip(1e-12))[values]
+
+
+def _sign(rng: np.random.Generator, v: int) -> np.ndarray:
+    return rng.choice([-1.0, 1.0], size=v)
+
+
+def term_values(term: str, scenes: Scenes, rng: np.random.Generator, v: int) -> np.ndarray:
+    """``v`` random read-outs (n, v) of ``term`` (see the module docstring): unit variance and zero mean
+    over the scene distribution, uncorrelated there with every other term."""
+    levels = {
+        "category": (scenes.category, len(SHAPES)),
+        "colour": (scenes.colour, len(COLOURS)),
+        "position": (scenes.layout, len(LAYOUTS)),
+        "texture": (scenes.texture, len(TEXTURES)),
+    }
+    if term in levels:
+        values, n_levels = levels[term]
+        return _levels(values, rng.standard_normal((n_levels, v)))
+    number = (np.arange(1, 5) - 2.5) / np.sqrt(1.25)  # the count's levels, standardised
+    if term == "count":
+        return number[scenes.count - 1, None] * _sign(rng, v)
+    if term == "count (non-linear)":
+        table = rng.standard_normal((4, v))
+        table = table - table.mean(0)
+        table = table - np.outer(number, number @ table) / (number @ number)
+        return _levels(scenes.count - 1, table)
+    low, high = LUMINANCE
+    u = (2 * scenes.luminance - low - high) / (high - low)  # uniform on [-1, 1]
+    if term == "luminance":
+        return np.sqrt(3.0) * u[:, None] * _sign(rng, v)
+    if term == "luminance (non-linear)":
+        return np.sqrt(5.0) * (1.5 * u**2 - 0.5)[:, None] * _sign(rng, v)
+    pairs = {
+        "colour x position": (scenes.colour, len(COLOURS), scenes.layout, len(LAYOUTS)),
+        "category x count": (scenes.category, len(SHAPES), scenes.count - 1, 4),
+    }
+    if term in pairs:
+        a, la, b, lb = pairs[term]
+        table = rng.standard_normal((la, lb, v))
+        table = table - table.mean(0, keepdims=True) - table.mean(1, keepdims=True) + table.mean((0, 1))
+        return _levels(a * lb + b, table.reshape(la * lb, v))
+    raise ValueError(f"unknown term '{term}'{did_you_mean(term, TERMS)}")
 
 
 def _unit(signals: np.ndarray) -> np.ndarray:
@@ -287,27 +413,22 @@ def _unit(signals: np.ndarray) -> np.ndarray:
 
 
 def plant_signals(
-    scenes: Scenes, features: Mapping[str, np.ndarray], config: BrainEncodingConfig, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    """Noise-free signals (n, 4 V) with unit variance per voxel, and each voxel's region index."""
+    scenes: Scenes, config: BrainEncodingConfig, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, dict[str, dict[str, float]]]:
+    """Noise-free signals (n, 4 V), unit variance per voxel over the stimuli, from the scenes' factors
+    alone; each voxel's region index; and per region the planted mean share of each term."""
     v = config.voxels_per_region
-    caption, count = span_basis(features["caption"]), span_basis(features["count"])
-    vision = features["vision"] - features["vision"].mean(0)
-
-    def through(basis: np.ndarray, factor: np.ndarray, levels: int) -> np.ndarray:
-        sources = _onehot(factor, levels) @ rng.standard_normal((levels, v))
-        return basis @ (basis.T @ (sources - sources.mean(0)))
-
-    place = scenes.colour * len(LAYOUTS) + scenes.layout
-    m = config.mixed_count_share
-    blocks = [
-        vision @ rng.standard_normal((vision.shape[1], v)),
-        through(caption, scenes.category, len(SHAPES)),
-        through(count, scenes.count - 1, 4),
-        np.sqrt(1 - m) * _unit(through(caption, place, len(COLOURS) * len(LAYOUTS)))
-        + np.sqrt(m) * _unit(through(count, scenes.count - 1, 4)),
-    ]
-    return _unit(np.concatenate(blocks, axis=1)), np.repeat(np.arange(len(REGIONS)), v)
+    blocks, planted = [], {}
+    for region, recipe in recipes(config.mixed_count_share).items():
+        terms = [t for t, share in recipe.items() if share > 0]
+        mean = np.array([recipe[t] for t in terms])
+        shares = rng.dirichlet(SHARE_CONCENTRATION * mean / mean.sum(), size=v)  # (v, terms)
+        blocks.append(
+            sum(np.sqrt(shares[:, i]) * term_values(t, scenes, rng, v) for i, t in enumerate(terms))
+        )
+        mean_share = dict(zip(terms, shares.mean(0), strict=True))
+        planted[region] = {t: float(mean_share.get(t, 0.0)) for t in TERMS}
+    return _unit(np.concatenate(blocks, axis=1)), np.repeat(np.arange(len(REGIONS)), v), planted
 
 
 def planted_truth(
@@ -316,10 +437,13 @@ def planted_truth(
     features: Mapping[str, np.ndarray],
     noise_sd: np.ndarray,
     config: BrainEncodingConfig,
+    factors: dict[str, dict[str, float]],
 ) -> Truth:
-    """The exact shares of the noise-free ``signals`` each feature set (and each partition) explains."""
+    """The truth: the planted term shares ``factors``, and the shares of the noise-free ``signals`` each
+    feature set (and each partition's pair) spans over the stimuli, adjusted for its dimensions."""
+    n = len(signals)
     bases = {name: span_basis(f) for name, f in features.items()}
-    per_set = {name: explained(b, signals) for name, b in bases.items()}
+    per_set = {name: adjusted(explained(b, signals), n, b.shape[1]) for name, b in bases.items()}
     r2 = {
         name: {s: float(per_set[s][region == i].mean()) for s in features} for i, name in enumerate(REGIONS)
     }
@@ -327,12 +451,33 @@ def planted_truth(
     for part in config.all_partitions:
         joint = span_basis(np.concatenate([features[part.a], features[part.b]], axis=1))
         voxels = region == REGIONS.index(part.region)
-        shares = partition_shares(
-            per_set[part.a][voxels], per_set[part.b][voxels], explained(joint, signals[:, voxels])
-        )
+        r2_ab = adjusted(explained(joint, signals[:, voxels]), n, joint.shape[1])
+        shares = partition_shares(per_set[part.a][voxels], per_set[part.b][voxels], r2_ab)
         partitions[part.label] = {k: float(x.mean()) for k, x in shares.items()}
     noise_ceiling = 1.0 / (1.0 + noise_sd**2 / config.repeats)
-    return Truth(r2, partitions, noise_ceiling)
+    return Truth(factors, r2, partitions, noise_ceiling)
+
+
+def control_features(
+    features: Mapping[str, np.ndarray], control: str, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """The feature sets with the instruction sets' replaced as ``control`` says: ``model`` keeps them,
+    ``noise`` draws Gaussian features of the same shape unrelated to the scenes, ``shuffled`` permutes
+    their rows across images (one permutation for all instruction sets)."""
+    if control == "model":
+        return dict(features)
+    order = rng.permutation(len(next(iter(features.values()))))
+    out = {}
+    for name, f in features.items():
+        if name not in INSTRUCTIONS:
+            out[name] = f
+        elif control == "noise":
+            out[name] = rng.standard_normal(f.shape)
+        elif control == "shuffled":
+            out[name] = f[order]
+        else:
+            raise ValueError(f"unknown control '{control}'{did_you_mean(control, INSTRUCTION_CONTROLS)}")
+    return out
 
 
 def record(
@@ -341,17 +486,19 @@ def record(
     features_of: Callable[[Scenes, BrainEncodingConfig], Mapping[str, np.ndarray]],
 ) -> Recording:
     """The whole experiment of ``seed``: scenes, features (``features_of(scenes, config)``: the task passes
-    :func:`iclrbench.envs.brain_encoding_alignment.features.feature_sets`), planted signals, noisy repeats
-    and the split."""
+    :func:`iclrbench.envs.brain_encoding_alignment.features.feature_sets`), signals planted from the scenes'
+    factors, noisy repeats and the split."""
     scenes = draw_scenes(config.images, rng_for(seed, TASK_ID, "scenes"))
-    features = features_of(scenes, config)
+    features = control_features(
+        features_of(scenes, config), config.instruction_features, rng_for(seed, TASK_ID, "control")
+    )
     rng = rng_for(seed, TASK_ID, "voxels")
-    signals, region = plant_signals(scenes, features, config, rng)
+    signals, region, factors = plant_signals(scenes, config, rng)
     noise_sd = rng.uniform(config.noise_low, config.noise_high, size=signals.shape[1])
     noise = rng.standard_normal((config.repeats, *signals.shape))
     responses = signals[None] + noise * noise_sd
     order = rng_for(seed, TASK_ID, "split").permutation(config.images)
-    truth = planted_truth(signals, region, features, noise_sd, config)
+    truth = planted_truth(signals, region, features, noise_sd, config, factors)
     return Recording(
         scenes,
         {name: features[name] for name in config.feature_sets},
