@@ -96,11 +96,14 @@ def _metrics(bits: float, **extra: float) -> dict[str, float]:
 
 def test_memory_judge_says_yes_and_no() -> None:
     linear = {
-        f"llamacpp-{q.replace('_', '-')}": _metrics(b, weight_memory_mb=2.0 + 0.5 * b, model_mb=0.4 * b)
-        for q, (_, b) in LLAMA_TYPES.items()
+        f"llamacpp-{q.replace('_', '-')}": _metrics(
+            b, weight_memory_mb=9.0 + (i % 2), peak_rss_mb=40.0, model_mb=0.4 * b
+        )
+        for i, (q, (_, b)) in enumerate(LLAMA_TYPES.items())
     }
-    assert judge_memory(_llama_groups(linear))[0] == "reproduced"
-    flat = {n: {**m, "weight_memory_mb": 9.0 + (i % 2)} for i, (n, m) in enumerate(linear.items())}
+    verdict, measured = judge_memory(_llama_groups(linear))
+    assert verdict == "reproduced" and measured["r2_weight_memory_mb"] < 0.5  # RSS is beside, not judged
+    flat = {n: {**m, "model_mb": 9.0 + (i % 2)} for i, (n, m) in enumerate(linear.items())}
     assert judge_memory(_llama_groups(flat))[0] == "not_reproduced"
     assert judge_memory([[]])[0] == "inconclusive"
 

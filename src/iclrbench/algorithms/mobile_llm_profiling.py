@@ -11,13 +11,14 @@ A configuration opens its model (:meth:`open`) for the quality probes and descri
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, ClassVar
 
 from iclrbench.core.algorithm import Algorithm, register_algorithm
 from iclrbench.envs.mobile_llm_profiling import TASK_ID, MobileLLMConfig
 from iclrbench.envs.mobile_llm_profiling.profiler import ProfileSpec
-from iclrbench.models.quantise import LLAMA_TYPES, quantise_gguf
+from iclrbench.models.quantise import LLAMA_TYPES, gguf_bits_per_weight, quantise_gguf
 
 REFERENCE_TYPE = "q4_k_m"
 
@@ -28,11 +29,25 @@ class ModelConfiguration(Algorithm):
     engine: ClassVar[str] = ""
     variant: ClassVar[str] = ""
 
-    def bits_per_weight(self) -> float:
-        """Nominal storage bits per weight of the transformation (the type's, not the file's mix)."""
+    def nominal_bits(self) -> float:
+        """Nominal storage bits per weight of the transformation: its base type's (the name), not the mix
+        the model really holds (:meth:`bits_per_weight`)."""
         if self.engine == "llama.cpp":
             return LLAMA_TYPES[self.variant][1]
         return {"fp32": 32.0, "bf16": 16.0, "int8-dynamic": 8.0}[self.variant]
+
+    def bits_per_weight(self, source: Path) -> float:
+        """Effective storage bits per weight (PalmBench, section 3.1), what every axis and claim uses: for
+        llama.cpp, read from the quantised file's tensors
+        (:func:`iclrbench.models.quantise.gguf_bits_per_weight`); for torch, the transformed linear weights
+        (a block's 2-D tensors) at :meth:`nominal_bits` and every other tensor (embedding, norms) at
+        float32, weighted by their element counts."""
+        if self.engine == "llama.cpp":
+            return gguf_bits_per_weight(self.model_file(source))
+        if self.variant in ("fp32", "bf16"):
+            return self.nominal_bits()  # every tensor is cast
+        linear, total = linear_elements(source)
+        return (linear * self.nominal_bits() + (total - linear) * 32.0) / total
 
     def model_file(self, source: Path) -> Path:
         """The file this configuration runs (made from ``source`` if needed)."""
@@ -63,6 +78,17 @@ class ModelConfiguration(Algorithm):
             path = self.model_file(source)
             return LlamaCppLM(path, n_ctx=config.n_ctx, threads=config.threads, logits_all=logits_all)
         return torch_variant(TorchLM.from_gguf(source, n_ctx=config.n_ctx), self.torch_variant())
+
+
+@functools.cache
+def linear_elements(source: Path) -> tuple[int, int]:
+    """(elements of the blocks' 2-D weights, elements of every tensor) of a GGUF file: what a torch
+    transformation of the linear layers changes, and the whole model."""
+    import gguf
+
+    tensors = gguf.GGUFReader(source).tensors
+    linear = sum(int(t.n_elements) for t in tensors if t.name.startswith("blk.") and len(t.shape) == 2)
+    return linear, sum(int(t.n_elements) for t in tensors)
 
 
 class LlamaCppQuant(ModelConfiguration):

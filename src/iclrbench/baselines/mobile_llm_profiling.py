@@ -74,7 +74,7 @@ class TorchRtn(TorchVariant):
     bits: ClassVar[int] = 4
     Params = RtnParams
 
-    def bits_per_weight(self) -> float:
+    def nominal_bits(self) -> float:
         return rtn_bits_per_weight(self.bits, self.params.group)
 
     def torch_variant(self) -> str:

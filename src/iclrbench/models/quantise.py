@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 import os
 import sys
 from collections.abc import Iterator
@@ -33,6 +34,27 @@ LLAMA_TYPES: dict[str, tuple[str, float]] = {
     "q3_k_m": ("LLAMA_FTYPE_MOSTLY_Q3_K_M", 3.4375),
     "q2_k": ("LLAMA_FTYPE_MOSTLY_Q2_K", 2.625),
 }
+
+
+def gguf_bits_per_weight(path: str | os.PathLike[str]) -> float:
+    """Effective storage bits per weight of a GGUF file, from its tensors as stored: 8 x the sum of their
+    bytes over the sum of their elements (PalmBench, section 3.1: the bits a configuration really holds).
+    A type's nominal figure (:data:`LLAMA_TYPES`) is its base block's; the file's mix differs: llama.cpp
+    keeps norms in F32, raises some tensors to a higher type, and falls back to a legacy type for rows a
+    K-quant's 256-wide block does not divide (SmolLM2's 576-wide rows: "Q2_K" becomes mostly Q4_0)."""
+    stat = check_gguf(path).stat()
+    return _file_bits(str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _file_bits(path: str, size: int, mtime_ns: int) -> float:
+    """:func:`gguf_bits_per_weight` of one version of a file (reading a header takes seconds)."""
+    import gguf
+
+    tensors = gguf.GGUFReader(path).tensors
+    total_bytes = sum(int(t.n_bytes) for t in tensors)
+    elements = sum(int(t.n_elements) for t in tensors)
+    return 8.0 * total_bytes / elements
 
 
 def llama_type(name: str) -> tuple[str, float]:

@@ -24,19 +24,23 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import math
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from iclrbench.benchmarks.mobile_llm_profiling.judges import (
+    LLAMA_NAMES,
+    judge_agreement,
+    judge_memory,
+    judge_roofline,
+    judge_trends,
+    r_squared,
+    spearman,
+)
 from iclrbench.core.algorithm import Algorithm
 from iclrbench.core.artifact import ArtifactQuality
 from iclrbench.core.cache import cache_root
-from iclrbench.core.decision import combine, compare_runs, empty, metric_values, threshold
-from iclrbench.core.result import RunResult
 from iclrbench.core.task import (
     Budget,
     Claim,
@@ -47,13 +51,19 @@ from iclrbench.core.task import (
     Resources,
     RunRequest,
     Task,
-    Verdict,
-    ok_runs,
 )
 from iclrbench.envs.mobile_llm_profiling import TASK_ID, MobileLLMConfig, Probes, probes
-from iclrbench.models.quantise import LLAMA_TYPES
 
-LLAMA_NAMES = tuple(f"llamacpp-{q.replace('_', '-')}" for q in LLAMA_TYPES)
+__all__ = [
+    "LLAMA_NAMES",
+    "MobileLLMTask",
+    "judge_agreement",
+    "judge_memory",
+    "judge_roofline",
+    "judge_trends",
+    "r_squared",
+    "spearman",
+]
 
 
 # ------------------------------------------------------------------------------------------ the subject
@@ -131,12 +141,15 @@ def prompt_ids(source: Path, config: MobileLLMConfig, asked: Probes) -> list[int
 
 
 def model_bytes(model: Any) -> int:
-    """Bytes of the weights as the engine holds them: the GGUF file for llama.cpp (memory-mapped), the
-    state dict's tensors (packed int8 included) for torch."""
+    """Bytes of the weights as the engine holds them (PalmBench, section 3.2's weight memory): llama.cpp's
+    own figure for the loaded model (``llama_model_size``: its tensors' bytes), the state dict's tensors
+    (packed int8 included) for torch."""
     from iclrbench.models.language import LlamaCppLM
 
     if isinstance(model, LlamaCppLM):
-        return model.path.stat().st_size
+        import llama_cpp
+
+        return int(llama_cpp.llama_model_size(model.llm._model.model))
     total = 0
     for value in model.model.state_dict().values():
         for tensor in value if isinstance(value, tuple) else (value,):
@@ -154,72 +167,8 @@ def parameter_count(source: Path) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- claims
-def average_ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks from 0, ties sharing their mean rank (so equal values carry no order)."""
-    order = np.argsort(x, kind="stable")
-    ranks = np.empty(len(x))
-    ranks[order] = np.arange(len(x), dtype=float)
-    for value in np.unique(x):
-        tied = x == value
-        ranks[tied] = ranks[tied].mean()
-    return ranks
-
-
-def spearman(x: Any, y: Any) -> float:
-    """Spearman's rank correlation with tied ranks averaged; NaN when either side is constant (no order
-    to correlate: a hallucination rate of 0 everywhere says nothing about bits) or under 3 points."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ok = np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
-    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return float("nan")
-    return float(np.corrcoef(average_ranks(x), average_ranks(y))[0, 1])
-
-
-def _per_seed(groups: list[list[RunResult]], fn: Any) -> dict[int, float]:
-    """Seed -> fn(list of (bits, metrics) over the configurations that seed ran)."""
-    by_seed: dict[int, list[tuple[float, dict[str, float]]]] = {}
-    for runs in groups:
-        for r in ok_runs(runs):
-            by_seed.setdefault(r.seed, []).append((r.metrics["bits_per_weight"], dict(r.metrics)))
-    return {s: fn(v) for s, v in sorted(by_seed.items()) if len(v) >= 3}
-
-
 def llama_requests(budget: str) -> list[RunRequest]:
     return [RunRequest(name, {}, MobileLLMTask.claim_seeds(budget)) for name in LLAMA_NAMES]
-
-
-def r_squared(x: Any, y: Any) -> float:
-    """Coefficient of determination of the least-squares line y ~ a + b x."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(x) < 3 or np.ptp(x) == 0:
-        return float("nan")
-    fit = np.polyval(np.polyfit(x, y, 1), x)
-    return float(1 - ((y - fit) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-300))
-
-
-def judge_memory(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """Per seed, r^2 of the measured weight memory on the type's bits per weight over the llama.cpp
-    configurations; the claim holds when its interval over seeds lies above 0.99."""
-    r2 = _per_seed(groups, lambda v: r_squared([b for b, _ in v], [m["weight_memory_mb"] for _, m in v]))
-    if len(r2) < 2:
-        return empty("fewer than 2 seeds with 3 or more llama.cpp configurations")
-    size_r2 = _per_seed(groups, lambda v: r_squared([b for b, _ in v], [m["model_mb"] for _, m in v]))
-    return combine(
-        {"r2(weight memory, bits) > 0.99": threshold(list(r2.values()), ">", 0.99, quantity="r2")},
-        r2_file_size=round(float(np.mean(list(size_r2.values()))), 4),
-        weight_memory_mb=_means(groups, "weight_memory_mb"),
-    )
-
-
-def _means(groups: list[list[RunResult]], metric: str) -> dict[str, float]:
-    out = {}
-    for runs in groups:
-        good = ok_runs(runs)
-        if good:
-            values = list(metric_values(good, metric).values())
-            out[good[0].algorithm] = round(float(np.nanmean(values)), 4)
-    return out
 
 
 def agreement_requests(budget: str) -> list[RunRequest]:
@@ -227,104 +176,14 @@ def agreement_requests(budget: str) -> list[RunRequest]:
     return [RunRequest(n, {}, seeds) for n in ("llamacpp-q8-0", "llamacpp-q3-k-m", "llamacpp-q2-k")]
 
 
-def judge_agreement(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """Q8_0 agrees with the full model on >= 95% of answers; Q3_K_M and Q2_K each agree at least 5
-    points less than Q8_0 (paired by seed)."""
-    q8, q3, q2 = (ok_runs(g) for g in (*groups, [], [], [])[:3])
-    if not q8:
-        return empty("no successful llamacpp-q8-0 runs")
-    values = metric_values(q8, "agreement_em")
-    parts = {
-        "q8_0 agreement >= 0.95": threshold(list(values.values()), ">=", 0.95),
-        "q8_0 - q3_k_m >= 0.05": compare_runs(q8, q3, "agreement_em", ">=", 0.05),
-        "q8_0 - q2_k >= 0.05": compare_runs(q8, q2, "agreement_em", ">=", 0.05),
-    }
-    return combine(parts, agreement_em=_means(groups, "agreement_em"))
-
-
-def judge_trends(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """Over the llama.cpp configurations, per seed: perplexity and the hallucination rate fall as bits
-    rise (Spearman < 0), decode tokens/s falls as bits rise (Spearman < 0), and the roofline's predicted
-    decode rate orders the configurations as measured (Spearman > 0)."""
-
-    def corr(metric: str, against: str = "bits") -> dict[int, float]:
-        def one(v: list[tuple[float, dict[str, float]]]) -> float:
-            x = [b for b, _ in v] if against == "bits" else [m[against] for _, m in v]
-            return spearman(x, [m[metric] for _, m in v])
-
-        return {s: c for s, c in _per_seed(groups, one).items() if math.isfinite(c)}
-
-    series = {
-        "spearman(bits, perplexity) < 0": (corr("perplexity"), "<"),
-        "spearman(bits, hallucination) < 0": (corr("hallucination_rate"), "<"),
-        "spearman(bits, decode tokens/s) < 0": (corr("decode_tps"), "<"),
-        "spearman(roofline, measured decode) > 0": (corr("decode_tps", "roofline_decode_tps"), ">"),
-    }
-    if any(len(v) < 2 for v, _ in series.values()):
-        return empty(
-            "fewer than 2 seeds where each trend is defined (3 or more llama.cpp configurations, and a "
-            "metric that is not the same for all of them)",
-            perplexity=_means(groups, "perplexity"),
-            hallucination_rate=_means(groups, "hallucination_rate"),
-            decode_tps=_means(groups, "decode_tps"),
-        )
-    parts = {
-        name: threshold(list(v.values()), side, 0.0, quantity="spearman")
-        for name, (v, side) in series.items()
-    }
-    return combine(
-        parts,
-        perplexity=_means(groups, "perplexity"),
-        hallucination_rate=_means(groups, "hallucination_rate"),
-        decode_tps=_means(groups, "decode_tps"),
-        roofline_decode_tps=_means(groups, "roofline_decode_tps"),
-    )
-
-
-def judge_roofline(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """Per seed, the median over the llama.cpp configurations of |measured / predicted decode - 1|; the
-    roofline predicts this machine when that error's interval over seeds lies below 0.3 (within 30%)."""
-
-    def error(v: list[tuple[float, dict[str, float]]]) -> float:
-        return float(np.median([abs(m["decode_tps"] / m["roofline_decode_tps"] - 1) for _, m in v]))
-
-    errors = _per_seed(groups, error)
-    if len(errors) < 2:
-        return empty("fewer than 2 seeds with 3 or more llama.cpp configurations")
-    return combine(
-        {"median |measured / roofline - 1| <= 0.3": threshold(list(errors.values()), "<=", 0.3)},
-        decode_tps=_means(groups, "decode_tps"),
-        roofline_decode_tps=_means(groups, "roofline_decode_tps"),
-        projected_on_devices=device_projections(groups),
-    )
-
-
-def device_projections(groups: list[list[RunResult]]) -> dict[str, dict[str, Any]]:
-    """Configuration -> device -> the roofline's decode tok/s and energy per token (mJ) on that device
-    (:mod:`iclrbench.envs.mobile_llm_profiling.devices`), from the configuration's mean weight bytes and
-    parameter count."""
-    from iclrbench.envs.mobile_llm_profiling.devices import project_all
-
-    size, parameters = _means(groups, "model_mb"), _means(groups, "parameters")
-    out: dict[str, dict[str, Any]] = {}
-    for name, mb in size.items():
-        if not math.isfinite(parameters.get(name, math.nan)):
-            continue  # runs stored before the parameter count was a metric
-        out[name] = {}
-        for device, p in project_all(mb * 2**20, parameters[name]).items():
-            energy = None if p.energy_mj_per_token is None else round(p.energy_mj_per_token, 2)
-            out[name][device] = {"decode_tps": round(p.decode_tps, 1), "energy_mj_per_token": energy}
-            if p.sustained_decode_tps is not None:
-                out[name][device]["sustained_decode_tps"] = round(p.sustained_decode_tps, 1)
-    return out
-
-
 # ------------------------------------------------------------------------------------------------ task
 class MobileLLMTask(Task):
     id = TASK_ID
     # 2: the parameter count is a metric (device projections need it)
     # 3: the tiny model trains in cycles until converged, its quality checked and recorded in every run
-    version = 3
+    # 4: bits per weight are the file's effective bits (nominal_bits beside them); model_mb is the engine's
+    #    own weight bytes (llama_model_size), and the memory claim is judged on it
+    version = 4
     paper = Paper(
         title="PalmBench: a comprehensive benchmark of compressed large language models on mobile platforms",
         authors="Yilong Li, Jingyu Liu, Hao Zhang, M Badri Narayanan, Utkarsh Sharma, Shuai Zhang, "
@@ -391,8 +250,14 @@ class MobileLLMTask(Task):
             "weight_memory_mb", False, "MiB", "resident-set growth from load to after warm-up", measured=True
         ),
         Metric("peak_rss_mb", False, "MiB", "the profiling process's peak resident memory", measured=True),
-        Metric("model_mb", False, "MiB", "bytes of the weights as the engine holds them"),
-        Metric("bits_per_weight", False, "bit", "nominal storage bits per weight of the configuration"),
+        Metric(
+            "model_mb",
+            False,
+            "MiB",
+            "weight bytes as the engine holds them (llama.cpp's llama_model_size; torch: the state dict)",
+        ),
+        Metric("bits_per_weight", False, "bit", "effective bits per weight, read from the tensors as stored"),
+        Metric("nominal_bits", False, "bit", "the configuration's nominal bits per weight (its type's name)"),
         Metric("parameters", False, "", "weights in the model (every configuration of one model shares it)"),
         Metric(
             "energy_mj_per_token",
@@ -410,7 +275,10 @@ class MobileLLMTask(Task):
         ),
         Metric("seconds", False, "s", "wall-clock seconds of the run"),
     )
-    protocol = "ModelConfiguration: engine, variant, bits_per_weight(), model_file(), open(), profile_spec()"
+    protocol = (
+        "ModelConfiguration: engine, variant, nominal_bits(), bits_per_weight(source), model_file(), open(), "
+        "profile_spec()"
+    )
     requires = Requirement(
         "llm",  # llama-cpp-python is its own extra, compiled with flags (hint); `make setup` builds it
         ("torch", "transformers", "gguf", "accelerate", "llama_cpp"),
@@ -506,7 +374,8 @@ class MobileLLMTask(Task):
             "weight_memory_mb": measured.weight_memory_mb,
             "peak_rss_mb": measured.peak_rss_mb,
             "model_mb": weight_bytes / 2**20,
-            "bits_per_weight": algorithm.bits_per_weight(),
+            "bits_per_weight": algorithm.bits_per_weight(source),
+            "nominal_bits": algorithm.nominal_bits(),
             "parameters": float(parameter_count(source)),
             "energy_mj_per_token": measured.energy_mj_per_token,
             "roofline_decode_tps": predicted_decode_tps(weight_bytes, measured_bandwidth()),

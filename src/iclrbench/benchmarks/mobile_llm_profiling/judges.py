@@ -1,0 +1,189 @@
+"""mobile-llm-profiling's claim judges (PalmBench, Li et al., ICLR 2025, sections 4-5): each reads the
+stored runs of the llama.cpp configurations, per seed, against the configuration's effective bits per weight
+(read from its file), and returns a verdict by the core's decision rule with the figures it rests on."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from iclrbench.core.decision import combine, compare_runs, empty, metric_values, threshold
+from iclrbench.core.result import RunResult
+from iclrbench.core.task import Verdict, ok_runs
+from iclrbench.models.quantise import LLAMA_TYPES
+
+LLAMA_NAMES = tuple(f"llamacpp-{q.replace('_', '-')}" for q in LLAMA_TYPES)
+
+
+def average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks from 0, ties sharing their mean rank (so equal values carry no order)."""
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x), dtype=float)
+    for value in np.unique(x):
+        tied = x == value
+        ranks[tied] = ranks[tied].mean()
+    return ranks
+
+
+def spearman(x: Any, y: Any) -> float:
+    """Spearman's rank correlation with tied ranks averaged; NaN when either side is constant (no order
+    to correlate: a hallucination rate of 0 everywhere says nothing about bits) or under 3 points."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float("nan")
+    return float(np.corrcoef(average_ranks(x), average_ranks(y))[0, 1])
+
+
+def _per_seed(groups: list[list[RunResult]], fn: Any) -> dict[int, float]:
+    """Seed -> fn(list of (bits, metrics) over the configurations that seed ran)."""
+    by_seed: dict[int, list[tuple[float, dict[str, float]]]] = {}
+    for runs in groups:
+        for r in ok_runs(runs):
+            by_seed.setdefault(r.seed, []).append((r.metrics["bits_per_weight"], dict(r.metrics)))
+    return {s: fn(v) for s, v in sorted(by_seed.items()) if len(v) >= 3}
+
+
+def r_squared(x: Any, y: Any) -> float:
+    """Coefficient of determination of the least-squares line y ~ a + b x."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 3 or np.ptp(x) == 0:
+        return float("nan")
+    fit = np.polyval(np.polyfit(x, y, 1), x)
+    return float(1 - ((y - fit) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-300))
+
+
+def judge_memory(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """Per seed, r^2 of the weight memory the engine holds (``model_mb``: llama.cpp's ``llama_model_size``)
+    on the effective bits per weight over the llama.cpp configurations (PalmBench, section 5.1); the claim
+    holds when its interval over seeds lies above 0.99. Beside it, the same r^2 for the resident-set
+    growth from load to after warm-up and for the peak resident memory (which also hold llama.cpp's KV
+    cache, logits and compute buffers). Configurations of one size (a control: the full model in every
+    place) leave r^2 undefined, and the verdict inconclusive."""
+
+    def fit(metric: str) -> dict[int, float]:
+        values = _per_seed(groups, lambda v: r_squared([b for b, _ in v], [m[metric] for _, m in v]))
+        return {s: r for s, r in values.items() if math.isfinite(r)}
+
+    r2 = fit("model_mb")
+    if len(r2) < 2:
+        return empty("fewer than 2 seeds with 3 or more llama.cpp configurations of different bits")
+    beside = {}
+    for metric in ("weight_memory_mb", "peak_rss_mb"):
+        values = fit(metric)
+        beside[f"r2_{metric}"] = round(float(np.mean(list(values.values()))), 4) if values else None
+    return combine(
+        {"r2(engine weight bytes, bits) > 0.99": threshold(list(r2.values()), ">", 0.99, quantity="r2")},
+        **beside,
+        bits_per_weight=_means(groups, "bits_per_weight"),
+        nominal_bits=_means(groups, "nominal_bits"),
+        model_mb=_means(groups, "model_mb"),
+        weight_memory_mb=_means(groups, "weight_memory_mb"),
+        peak_rss_mb=_means(groups, "peak_rss_mb"),
+    )
+
+
+def _means(groups: list[list[RunResult]], metric: str) -> dict[str, float]:
+    out = {}
+    for runs in groups:
+        good = ok_runs(runs)
+        if good:
+            values = list(metric_values(good, metric).values())
+            out[good[0].algorithm] = round(float(np.nanmean(values)), 4)
+    return out
+
+
+def judge_agreement(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """Q8_0 agrees with the full model on >= 95% of answers; Q3_K_M and Q2_K each agree at least 5
+    points less than Q8_0 (paired by seed)."""
+    q8, q3, q2 = (ok_runs(g) for g in (*groups, [], [], [])[:3])
+    if not q8:
+        return empty("no successful llamacpp-q8-0 runs")
+    values = metric_values(q8, "agreement_em")
+    parts = {
+        "q8_0 agreement >= 0.95": threshold(list(values.values()), ">=", 0.95),
+        "q8_0 - q3_k_m >= 0.05": compare_runs(q8, q3, "agreement_em", ">=", 0.05),
+        "q8_0 - q2_k >= 0.05": compare_runs(q8, q2, "agreement_em", ">=", 0.05),
+    }
+    return combine(parts, agreement_em=_means(groups, "agreement_em"))
+
+
+def judge_trends(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """Over the llama.cpp configurations, per seed: perplexity and the hallucination rate fall as bits
+    rise (Spearman < 0), decode tokens/s falls as bits rise (Spearman < 0), and the roofline's predicted
+    decode rate orders the configurations as measured (Spearman > 0)."""
+
+    def corr(metric: str, against: str = "bits") -> dict[int, float]:
+        def one(v: list[tuple[float, dict[str, float]]]) -> float:
+            x = [b for b, _ in v] if against == "bits" else [m[against] for _, m in v]
+            return spearman(x, [m[metric] for _, m in v])
+
+        return {s: c for s, c in _per_seed(groups, one).items() if math.isfinite(c)}
+
+    series = {
+        "spearman(bits, perplexity) < 0": (corr("perplexity"), "<"),
+        "spearman(bits, hallucination) < 0": (corr("hallucination_rate"), "<"),
+        "spearman(bits, decode tokens/s) < 0": (corr("decode_tps"), "<"),
+        "spearman(roofline, measured decode) > 0": (corr("decode_tps", "roofline_decode_tps"), ">"),
+    }
+    if any(len(v) < 2 for v, _ in series.values()):
+        return empty(
+            "fewer than 2 seeds where each trend is defined (3 or more llama.cpp configurations, and a "
+            "metric that is not the same for all of them)",
+            perplexity=_means(groups, "perplexity"),
+            hallucination_rate=_means(groups, "hallucination_rate"),
+            decode_tps=_means(groups, "decode_tps"),
+        )
+    parts = {
+        name: threshold(list(v.values()), side, 0.0, quantity="spearman")
+        for name, (v, side) in series.items()
+    }
+    return combine(
+        parts,
+        perplexity=_means(groups, "perplexity"),
+        hallucination_rate=_means(groups, "hallucination_rate"),
+        decode_tps=_means(groups, "decode_tps"),
+        roofline_decode_tps=_means(groups, "roofline_decode_tps"),
+    )
+
+
+def judge_roofline(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """Per seed, the median over the llama.cpp configurations of |measured / predicted decode - 1|; the
+    roofline predicts this machine when that error's interval over seeds lies below 0.3 (within 30%)."""
+
+    def error(v: list[tuple[float, dict[str, float]]]) -> float:
+        return float(np.median([abs(m["decode_tps"] / m["roofline_decode_tps"] - 1) for _, m in v]))
+
+    errors = _per_seed(groups, error)
+    if len(errors) < 2:
+        return empty("fewer than 2 seeds with 3 or more llama.cpp configurations")
+    return combine(
+        {"median |measured / roofline - 1| <= 0.3": threshold(list(errors.values()), "<=", 0.3)},
+        decode_tps=_means(groups, "decode_tps"),
+        roofline_decode_tps=_means(groups, "roofline_decode_tps"),
+        projected_on_devices=device_projections(groups),
+    )
+
+
+def device_projections(groups: list[list[RunResult]]) -> dict[str, dict[str, Any]]:
+    """Configuration -> device -> the roofline's decode tok/s and energy per token (mJ) on that device
+    (:mod:`iclrbench.envs.mobile_llm_profiling.devices`), from the configuration's mean weight bytes and
+    parameter count."""
+    from iclrbench.envs.mobile_llm_profiling.devices import project_all
+
+    size, parameters = _means(groups, "model_mb"), _means(groups, "parameters")
+    out: dict[str, dict[str, Any]] = {}
+    for name, mb in size.items():
+        if not math.isfinite(parameters.get(name, math.nan)):
+            continue  # runs stored before the parameter count was a metric
+        out[name] = {}
+        for device, p in project_all(mb * 2**20, parameters[name]).items():
+            energy = None if p.energy_mj_per_token is None else round(p.energy_mj_per_token, 2)
+            out[name][device] = {"decode_tps": round(p.decode_tps, 1), "energy_mj_per_token": energy}
+            if p.sustained_decode_tps is not None:
+                out[name][device]["sustained_decode_tps"] = round(p.sustained_decode_tps, 1)
+    return out
