@@ -53,10 +53,18 @@ class LatentDiffusionConfig:
     )
     blocks: int = param(1, "denoiser residual blocks per U-Net level", low=1, high=8)
     lpl_weight: float = param(
-        1.0, "w: the weight of LPL beside the diffusion loss (the port's default)", low=0
+        300.0,
+        "w: the weight of LPL beside the diffusion loss (eq. 3). The port's 1 was set for SDXL's decoder; "
+        "here it gives LPL a thousandth of the gradient, so w is set where LPL's gradient at the "
+        "denoiser's parameters is about the diffusion loss's (share ~0.5 early in training; issue 52)",
+        low=0,
     )
     snr_threshold: float = param(
-        3.0, "LPL applies only where SNR(t) = alpha^2 / sigma^2 exceeds this (low noise)", low=0
+        3.0,
+        "LPL applies only where SNR(t) = alpha^2 / sigma^2 exceeds this (low noise): the port's t < 200 of "
+        "SDXL's 1,000 steps is SNR > 3.06, but selects 20% of its steps; with t uniform here SNR > 3 selects "
+        "33% (cosine) or 37% (flow) of each batch",
+        low=0,
     )
     lpl_start: float = param(0.0, "LPL starts after this fraction of the training steps", low=0, high=1)
     sample_steps: int = param(50, "sampling steps (DDIM for eps and v, Euler for flow)", low=1)

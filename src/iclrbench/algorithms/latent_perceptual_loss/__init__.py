@@ -14,7 +14,21 @@ README recommends:
 - per layer, the squared error summed over masked pixels over the mask's size, averaged over channels,
   weighted ``2^-min(i, 3)`` (the power law), summed and divided by the number of layers;
 - applied only at low noise, ``SNR(t) > snr_threshold`` (3: the port's ``t < 200`` of SDXL's 1,000 steps
-  is SNR > 3.06), with weight ``lpl_weight`` beside the diffusion loss, from ``lpl_start`` of training on.
+  is SNR > 3.06; it selects 20% of the port's steps, 33-37% of ours, where ``t`` is uniform), averaged
+  over the selected samples, with weight ``lpl_weight`` beside the diffusion loss (eq. 3), from
+  ``lpl_start`` of training on.
+
+Where this departs from the port (issue 52): the weight. Everything above matches the port (``z0_hat``
+from the model output with gradient, for eps as ``(z_t - sigma out) / alpha``, for v as ``alpha z_t -
+sigma out``, for flow as ``z_t - t out``; the normalisation's epsilon; the mean over kept pixels; the
+latent divided by its scale before decoding), and at the port's ``lpl_weight`` 1 LPL carried about a
+thousandth of the gradient at the denoiser's weights (0.1-0.5%; at its output, 0.3-1% of the diffusion
+loss's on the samples it applies to). Shared normalisation makes LPL a mean over channels of unit-norm
+feature differences, so its size is set by the decoder (its width and how far its features move per unit
+of latent), not by the weight's name: neither the paper nor the port reports the share of the gradient
+their weight gave. The default weight (300) is set, from gradient norms alone (never from FD), where
+LPL's gradient at the denoiser's parameters is about the diffusion loss's, the share a weight of 1 gives
+between two terms of one size.
 
 The baselines (the diffusion loss alone, LPL through a random decoder, pixel MSE) are in
 :mod:`iclrbench.baselines.latent_perceptual_loss`.
