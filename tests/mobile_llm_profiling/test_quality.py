@@ -4,6 +4,8 @@ yes / no / don't-know on fake runs."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -176,3 +178,40 @@ def test_roofline_judge() -> None:
 
     assert judge_roofline(groups(0.9))[0] == "reproduced"
     assert judge_roofline(groups(0.4))[0] == "not_reproduced"
+
+
+def test_a_constant_series_leaves_the_trend_claim_to_its_other_parts() -> None:
+    """A hallucination rate of 0 everywhere defines no order: that part is inconclusive, so the claim is
+    inconclusive while the other parts hold, and not reproduced as soon as one of them fails (the README
+    and the stored verdict then say the same)."""
+
+    def groups(decode_sign: float) -> list:
+        return [
+            fake_runs(
+                "mobile-llm-profiling",
+                name,
+                (s,),
+                metrics=_metrics(
+                    b,
+                    perplexity=3 + 1 / b,
+                    hallucination_rate=0.0,
+                    decode_tps=100 + decode_sign * 10 * b + s,
+                    roofline_decode_tps=100 + decode_sign * 9 * b,
+                ),
+            )[0]
+            for name, (_, b) in zip(LLAMA_NAMES, LLAMA_TYPES.values(), strict=True)
+            for s in (0,)
+        ]
+
+    def per_seed(decode_sign: float) -> list:
+        by_name: dict[str, list] = {}
+        for s in (0, 1, 2):
+            for run in groups(decode_sign):
+                by_name.setdefault(run.algorithm, []).append(dataclasses.replace(run, seed=s))
+        return list(by_name.values())
+
+    verdict, measured = judge_trends(per_seed(-1.0))
+    assert verdict == "inconclusive"
+    assert measured["spearman(bits, hallucination) < 0"]["verdict"] == "inconclusive"
+    assert measured["spearman(bits, perplexity) < 0"]["verdict"] == "reproduced"
+    assert judge_trends(per_seed(+1.0))[0] == "not_reproduced"  # decode rises with bits

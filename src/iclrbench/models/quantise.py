@@ -48,13 +48,28 @@ def gguf_bits_per_weight(path: str | os.PathLike[str]) -> float:
 
 @functools.lru_cache(maxsize=64)
 def _file_bits(path: str, size: int, mtime_ns: int) -> float:
-    """:func:`gguf_bits_per_weight` of one version of a file (reading a header takes seconds)."""
+    """:func:`gguf_bits_per_weight` of one version of a file, kept in the cache folder by its path, size and
+    time (the reader parses the whole vocabulary: seconds for a real model's file)."""
+    import hashlib
+    import json
+
+    from iclrbench.core.cache import cache_root
+
+    key = hashlib.sha256(json.dumps([path, size, mtime_ns]).encode()).hexdigest()[:16]
+    cached = cache_root() / "language-models" / "bits" / f"{key}.json"
+    if cached.exists():
+        return float(json.loads(cached.read_text())["bits_per_weight"])
     import gguf
 
     tensors = gguf.GGUFReader(path).tensors
     total_bytes = sum(int(t.n_bytes) for t in tensors)
     elements = sum(int(t.n_elements) for t in tensors)
-    return 8.0 * total_bytes / elements
+    bits = 8.0 * total_bytes / elements
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"path": path, "bits_per_weight": bits}))
+    os.replace(tmp, cached)
+    return bits
 
 
 def llama_type(name: str) -> tuple[str, float]:

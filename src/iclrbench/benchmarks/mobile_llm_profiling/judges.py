@@ -92,8 +92,9 @@ def _means(groups: list[list[RunResult]], metric: str) -> dict[str, float]:
     for runs in groups:
         good = ok_runs(runs)
         if good:
-            values = list(metric_values(good, metric).values())
-            out[good[0].algorithm] = round(float(np.nanmean(values)), 4)
+            values = [v for v in metric_values(good, metric).values() if math.isfinite(v)]
+            if values:  # runs stored before a metric existed have none
+                out[good[0].algorithm] = round(float(np.mean(values)), 4)
     return out
 
 
@@ -109,13 +110,21 @@ def judge_agreement(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, A
         "q8_0 - q3_k_m >= 0.05": compare_runs(q8, q3, "agreement_em", ">=", 0.05),
         "q8_0 - q2_k >= 0.05": compare_runs(q8, q2, "agreement_em", ">=", 0.05),
     }
-    return combine(parts, agreement_em=_means(groups, "agreement_em"))
+    return combine(
+        parts,
+        agreement_em=_means(groups, "agreement_em"),
+        gold_em=_means(groups, "gold_em"),
+        gold_f1=_means(groups, "gold_f1"),
+        bits_per_weight=_means(groups, "bits_per_weight"),
+    )
 
 
 def judge_trends(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """Over the llama.cpp configurations, per seed: perplexity and the hallucination rate fall as bits
-    rise (Spearman < 0), decode tokens/s falls as bits rise (Spearman < 0), and the roofline's predicted
-    decode rate orders the configurations as measured (Spearman > 0)."""
+    """Over the llama.cpp configurations, per seed, against their effective bits (PalmBench, section 5):
+    perplexity and the hallucination rate fall as bits rise (Spearman < 0), decode tokens/s falls as bits
+    rise (Spearman < 0), and the roofline's predicted decode rate orders the configurations as measured
+    (Spearman > 0). Every part must hold; one that is undefined on every seed but one (a constant series)
+    is inconclusive, so the claim is then inconclusive unless another part fails."""
 
     def corr(metric: str, against: str = "bits") -> dict[int, float]:
         def one(v: list[tuple[float, dict[str, float]]]) -> float:
@@ -130,22 +139,21 @@ def judge_trends(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
         "spearman(bits, decode tokens/s) < 0": (corr("decode_tps"), "<"),
         "spearman(roofline, measured decode) > 0": (corr("decode_tps", "roofline_decode_tps"), ">"),
     }
-    if any(len(v) < 2 for v, _ in series.values()):
-        return empty(
-            "fewer than 2 seeds where each trend is defined (3 or more llama.cpp configurations, and a "
-            "metric that is not the same for all of them)",
-            perplexity=_means(groups, "perplexity"),
-            hallucination_rate=_means(groups, "hallucination_rate"),
-            decode_tps=_means(groups, "decode_tps"),
-        )
+    if not _per_seed(groups, len):
+        return empty("no seed with 3 or more llama.cpp configurations")
+    # a series with fewer than 2 seeds where it is defined (a metric equal for every configuration, such as
+    # a hallucination rate of 0 everywhere) is an inconclusive part: it cannot make the claim hold, and
+    # the other parts still decide whether it fails
     parts = {
         name: threshold(list(v.values()), side, 0.0, quantity="spearman")
         for name, (v, side) in series.items()
     }
     return combine(
         parts,
+        bits_per_weight=_means(groups, "bits_per_weight"),
         perplexity=_means(groups, "perplexity"),
         hallucination_rate=_means(groups, "hallucination_rate"),
+        gold_em=_means(groups, "gold_em"),
         decode_tps=_means(groups, "decode_tps"),
         roofline_decode_tps=_means(groups, "roofline_decode_tps"),
     )

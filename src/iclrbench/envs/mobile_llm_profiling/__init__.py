@@ -2,12 +2,14 @@
 text and prompt sets quality is measured on (PalmBench, Li et al., ICLR 2025, section 4).
 
 Two subjects: ``tiny`` (the llama trained here on the fact world, with a true float32 reference; its probes
-are the fact world's questions, asked in the Q/A form it was trained on) and ``smollm2``
-(SmolLM2-135M-Instruct, whose highest precision is Q4_1 de-quantised; its questions are real capitals asked
-through the model's chat template). A path to a GGUF file of one's own is probed as SmolLM2 is (through its
-chat template where the file has one); its weights as stored are its "full model". A run's seed draws which
-questions, held-out sentences and toxicity prompts it uses from the pools, so seeds differ in probes as well
-as in timing noise.
+are the fact world's questions, asked in the Q/A form it was trained on, and its grammar's held-out sentences)
+and ``smollm2`` (SmolLM2-135M-Instruct, whose highest precision is Q4_1 de-quantised; its questions are real
+capitals, 48 a run from a pool of 131, asked through the model's chat template with the reply opened as "The
+capital of X is", so the answer is a bare name scored against the gold one by exact match and F1; its
+perplexity is on natural English news (:mod:`.natural_text`). A path to a GGUF file of one's own is probed as
+SmolLM2 is (through its chat template where the file has one); its weights as stored are its "full model". A
+run's seed draws which questions, held-out texts and toxicity prompts it uses from the pools, so seeds differ
+in probes as well as in timing noise.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from iclrbench.models.language import check_gguf, has_chat_template  # light: no
 TASK_ID = "mobile-llm-profiling"
 MODELS = ("tiny", "smollm2")
 
-#: real country -> capital pairs (public knowledge) for SmolLM2's questions
+#: real country -> capital pairs (public knowledge) for SmolLM2's questions: 128, so the 48 a run asks
+#: differ between seeds; names whose spelling varies (Kyiv / Kiev) or that carry accents (Brasilia,
+#: Yaounde) are left out, as a gold answer scored by exact match must have one spelling
 CAPITALS = (
     ("France", "Paris"), ("Germany", "Berlin"), ("Italy", "Rome"), ("Spain", "Madrid"), ("Japan", "Tokyo"),
     ("China", "Beijing"), ("Russia", "Moscow"), ("Egypt", "Cairo"), ("Greece", "Athens"),
@@ -35,6 +39,34 @@ CAPITALS = (
     ("Australia", "Canberra"), ("Argentina", "Buenos Aires"), ("Mexico", "Mexico City"),
     ("India", "New Delhi"), ("Belgium", "Brussels"), ("Hungary", "Budapest"), ("Denmark", "Copenhagen"),
     ("Turkey", "Ankara"), ("Iran", "Tehran"), ("Chile", "Santiago"), ("Colombia", "Bogota"),
+    ("the Netherlands", "Amsterdam"), ("Switzerland", "Bern"), ("the Czech Republic", "Prague"),
+    ("Slovakia", "Bratislava"), ("Romania", "Bucharest"), ("Bulgaria", "Sofia"), ("Serbia", "Belgrade"),
+    ("Croatia", "Zagreb"), ("Slovenia", "Ljubljana"), ("Belarus", "Minsk"), ("Lithuania", "Vilnius"),
+    ("Latvia", "Riga"), ("Estonia", "Tallinn"), ("Iceland", "Reykjavik"), ("Albania", "Tirana"),
+    ("North Macedonia", "Skopje"), ("Bosnia and Herzegovina", "Sarajevo"), ("Montenegro", "Podgorica"),
+    ("Moldova", "Chisinau"), ("Georgia", "Tbilisi"), ("Armenia", "Yerevan"), ("Azerbaijan", "Baku"),
+    ("Cyprus", "Nicosia"), ("Malta", "Valletta"), ("the United Kingdom", "London"),
+    ("South Korea", "Seoul"), ("North Korea", "Pyongyang"), ("Vietnam", "Hanoi"),
+    ("the Philippines", "Manila"), ("Indonesia", "Jakarta"), ("Malaysia", "Kuala Lumpur"),
+    ("Pakistan", "Islamabad"), ("Bangladesh", "Dhaka"), ("Nepal", "Kathmandu"), ("Afghanistan", "Kabul"),
+    ("Iraq", "Baghdad"), ("Syria", "Damascus"), ("Lebanon", "Beirut"), ("Jordan", "Amman"),
+    ("Saudi Arabia", "Riyadh"), ("Qatar", "Doha"), ("Oman", "Muscat"), ("Kuwait", "Kuwait City"),
+    ("the United Arab Emirates", "Abu Dhabi"), ("Uzbekistan", "Tashkent"), ("Cambodia", "Phnom Penh"),
+    ("Laos", "Vientiane"), ("Bhutan", "Thimphu"), ("Kyrgyzstan", "Bishkek"), ("Tajikistan", "Dushanbe"),
+    ("Turkmenistan", "Ashgabat"), ("Nigeria", "Abuja"), ("Ghana", "Accra"), ("Ethiopia", "Addis Ababa"),
+    ("Morocco", "Rabat"), ("Algeria", "Algiers"), ("Tunisia", "Tunis"), ("Libya", "Tripoli"),
+    ("Sudan", "Khartoum"), ("Uganda", "Kampala"), ("Rwanda", "Kigali"), ("Senegal", "Dakar"),
+    ("Zimbabwe", "Harare"), ("Zambia", "Lusaka"), ("Angola", "Luanda"), ("Mozambique", "Maputo"),
+    ("Madagascar", "Antananarivo"), ("Namibia", "Windhoek"), ("Botswana", "Gaborone"), ("Mali", "Bamako"),
+    ("Niger", "Niamey"), ("Somalia", "Mogadishu"), ("the Democratic Republic of the Congo", "Kinshasa"),
+    ("Malawi", "Lilongwe"), ("Liberia", "Monrovia"), ("Sierra Leone", "Freetown"), ("Guinea", "Conakry"),
+    ("Burkina Faso", "Ouagadougou"), ("Eritrea", "Asmara"), ("Gabon", "Libreville"),
+    ("Mauritania", "Nouakchott"), ("Venezuela", "Caracas"), ("Ecuador", "Quito"), ("Uruguay", "Montevideo"),
+    ("Jamaica", "Kingston"), ("Haiti", "Port-au-Prince"), ("the Dominican Republic", "Santo Domingo"),
+    ("Guatemala", "Guatemala City"), ("Honduras", "Tegucigalpa"), ("Nicaragua", "Managua"),
+    ("Panama", "Panama City"), ("El Salvador", "San Salvador"), ("the Bahamas", "Nassau"),
+    ("Trinidad and Tobago", "Port of Spain"), ("New Zealand", "Wellington"), ("Fiji", "Suva"),
+    ("Papua New Guinea", "Port Moresby"), ("Scotland", "Edinburgh"), ("Wales", "Cardiff"),
 )  # fmt: skip
 
 
@@ -94,7 +126,20 @@ def _pick(items: list, count: int, seed: int, what: str) -> tuple:
     return tuple(items[i] for i in sorted(order))
 
 
+def held_out_pool(config: MobileLLMConfig) -> list[str]:
+    """Perplexity's text pool: the fact world's grammar sentences for the tiny model (the language it
+    learnt); natural English news (:mod:`~iclrbench.envs.mobile_llm_profiling.natural_text`) for SmolLM2
+    or a file of one's own."""
+    if config.model == "tiny":
+        return FactWorld(config.entities, 0).held_out(4 * config.held_out)
+    from iclrbench.envs.mobile_llm_profiling.natural_text import news_texts
+
+    return list(news_texts())
+
+
 def probes(config: MobileLLMConfig, seed: int) -> Probes:
+    """What a run with ``seed`` asks (PalmBench, section 4): questions with gold answers, held-out text and
+    toxicity prompts, each drawn by the seed from its pool."""
     world = FactWorld(config.entities, 0)  # the world the tiny model learned; seed picks the probes
     if config.model == "tiny":
         pool = world.questions()
@@ -111,13 +156,14 @@ def probes(config: MobileLLMConfig, seed: int) -> Probes:
                 city,
                 country,
                 "capital",
+                prefix=f"The capital of {country} is",
             )
             for country, city in CAPITALS
         ]
         chat = True
     return Probes(
         questions=_pick(pool, config.questions, seed, "questions"),
-        held_out=_pick(world.held_out(4 * config.held_out), config.held_out, seed, "held-out"),
+        held_out=_pick(held_out_pool(config), config.held_out, seed, "held-out"),
         toxicity=_pick(
             world.toxicity_prompts(4 * config.toxicity_prompts), config.toxicity_prompts, seed, "tox"
         ),

@@ -49,12 +49,15 @@ ATTRIBUTES = ("capital", "colour", "animal")
 
 @dataclasses.dataclass(frozen=True)
 class Question:
-    """A question with its one right answer, and the prompt form the model was trained on."""
+    """A question with its one right answer, and the prompt form the model was trained on; ``prefix``
+    opens the assistant's reply where the question is asked through a chat template (so the answer that
+    follows is the bare name, which exact match can score)."""
 
     prompt: str
     answer: str
     entity: str
     attribute: str
+    prefix: str = ""
 
 
 def _name(rng: np.random.Generator) -> str:

@@ -54,16 +54,20 @@ def is_correct(answer: str, truth: str) -> bool:
 
 
 def answers(model: Any, probes: Probes, source: Path, tokens: int) -> list[str]:
-    """Greedy answers to the probes' questions, through the chat template when the model has one."""
+    """Greedy answers to the probes' questions, through the chat template when the model has one (the
+    assistant's reply opened with the question's ``prefix``)."""
     out = []
     for q in probes.questions:
-        prompt = chat_prompt(source, [{"role": "user", "content": q.prompt}]) if probes.chat else q.prompt
+        prompt = q.prompt
+        if probes.chat:
+            prompt = chat_prompt(source, [{"role": "user", "content": q.prompt}]) + q.prefix
         out.append(model.generate(prompt, tokens, stop=STOPS).strip())
     return out
 
 
 def agreement(predictions: Sequence[str], references: Sequence[str]) -> tuple[float, float]:
-    """(exact-match rate, mean token F1) of predictions against the full model's answers."""
+    """(exact-match rate, mean token F1) of predictions against references: the full model's answers
+    (agreement) or the gold answers (PalmBench, section 4.1: EM and F1 as SQuAD scores them)."""
     em = [normalise(p) == normalise(r) for p, r in zip(predictions, references, strict=True)]
     f1 = [token_f1(p, r) for p, r in zip(predictions, references, strict=True)]
     return float(np.mean(em)), float(np.mean(f1))

@@ -234,7 +234,10 @@ def train_tiny(
         while not converged and cycles < MAX_CYCLES:
             sched = torch.optim.lr_scheduler.OneCycleLR(
                 # warm-up a tenth of the round, at least two steps (torch divides by its length - 1)
-                opt, max_lr=spec.lr, total_steps=spec.steps, pct_start=max(0.1, 2 / spec.steps)
+                opt,
+                max_lr=spec.lr,
+                total_steps=spec.steps,
+                pct_start=max(0.1, 2 / spec.steps),
             )
             for i in range(spec.steps):
                 idx = torch.randint(0, len(data), (spec.batch,), generator=gen)
