@@ -74,10 +74,11 @@ def agreement(predictions: Sequence[str], references: Sequence[str]) -> tuple[fl
 
 
 def perplexity(model: Any, texts: Sequence[str]) -> float:
-    """exp(-sum log p(token | prefix) / tokens) over every text (each scored on its own, BOS first)."""
+    """exp(-sum log p(token | prefix) / tokens) over every text (each scored on its own, BOS first, cut to
+    the model's context: a file of one's own may tokenise news into more tokens than SmolLM2 does)."""
     total, count = 0.0, 0
     for text in texts:
-        lp = model.logprobs(model.tokenize(text))
+        lp = model.logprobs(model.tokenize(text)[: model.n_ctx])
         total += float(lp.sum())
         count += len(lp)
     return math.exp(-total / count)
