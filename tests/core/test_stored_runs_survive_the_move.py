@@ -39,8 +39,8 @@ def _keys(db: Path, task: str) -> set[str]:
 @pytest.mark.parametrize("task", _tasks(FIXTURE))
 def test_every_stored_run_is_reused(task: str, bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """Every run the store holds for today's plan is reused, none redone, none lost. A task whose version
-    or smoke config changed since the fixture was written plans other runs (rightly: its results changed);
-    its stored rows must still all be there, and the test says that reuse was not exercised for it."""
+    or smoke config changed since the fixture was written plans other runs (rightly: its results changed):
+    the test says that reuse was not exercised for it, without running them."""
     if task not in catalog.available_task_ids():
         pytest.skip(f"{task} is not installed here")
     db = tmp_path / "results.sqlite"
@@ -52,24 +52,25 @@ def test_every_stored_run_is_reused(task: str, bench, tmp_path: Path) -> None:  
         for old, new in renamed.items():
             key = key.replace(f"|{old}|", f"|{new}|")
         stored.add(key)
+    planned = {
+        s.algorithm: s.key
+        for s in runner.plan(task, list(catalog.algorithms(task)), [0], "smoke", skip_unsupported=True)
+    }
+    held = {a for a, key in planned.items() if key in stored}
+    if not held:  # nothing to reuse: running its whole smoke sweep would test no reuse (minutes of CI)
+        assert _rows(db) == before
+        pytest.skip(f"{task} changed since the fixture (version or smoke config): no stored run to reuse")
     code, out, err = bench(
         "run", task, "--all", "--budget", "smoke", "--seeds", "0", "--db", db, "--format", "json"
     )
     assert code == 0, err
     records = [json.loads(line) for line in out.splitlines() if line.strip()]
     assert records, "no run planned"
-    planned = {
-        s.algorithm: s.key
-        for s in runner.plan(task, list(catalog.algorithms(task)), [0], "smoke", skip_unsupported=True)
-    }
-    held = {a for a, key in planned.items() if key in stored}
     redone = [r["algorithm"] for r in records if not r["reused"] and r["algorithm"] in held]
     assert not redone, f"{task}: stored runs redone after the move: {redone}"
     after = _rows(db)
     expected = [(t, renamed.get(a, a) if t == task else a, m) for t, a, m in before]
     assert after[: len(before)] == expected, "a stored run was lost or its metrics changed"
-    if not held:
-        pytest.skip(f"{task} changed since the fixture (version or smoke config): no stored run to reuse")
     assert len(after) == len(before) + len(records) - sum(r["reused"] for r in records)
 
 
