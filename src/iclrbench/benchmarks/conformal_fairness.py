@@ -234,6 +234,9 @@ class ConformalFairnessTask(Task):
             {},
             "as smoke; claims over 5 fits (Adult: a few seconds a fit)",
             claim_seeds=tuple(range(5)),
+            # measured: tests/test_claims_small.py's check_claims(jobs=2) from an empty store, 285.6 s on 2
+            # otherwise idle cores (2026-12-05)
+            claims_minutes=4.8,
         ),
         "paper": Budget(
             "paper", {"resplits": 100}, "100 resplits; claims over 10 fits", claim_seeds=tuple(range(10))
