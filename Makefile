@@ -48,8 +48,11 @@ lint: setup
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 
+# two pytest-xdist workers, one per core: each task's tests stay on one worker (tests/conftest.py), so its
+# cached artifacts are built once and its runs do not overlap. `make test TEST_WORKERS=0` runs them in-process.
+TEST_WORKERS ?= 2
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 perf: setup
 	$(BIN)/python -m pytest tests/perf --benchmark-enable --benchmark-only
