@@ -52,7 +52,7 @@ lint: setup
 # cached artifacts are built once and its runs do not overlap. `make test TEST_WORKERS=0` runs them in-process.
 TEST_WORKERS ?= 2
 test: lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadscope
 
 perf: setup
 	$(BIN)/python -m pytest tests/perf --benchmark-enable --benchmark-only

@@ -46,9 +46,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     perf = Path(__file__).parent / "perf"
     timing = pytest.mark.skip(reason="a long timing: make perf runs it (pytest-benchmark enabled)")
     skip = pytest.mark.skip(reason=f"long (a minute or more): {LONG_TESTS}=1 runs it, as CI does")
-    task_ids = frozenset(catalog.task_ids())
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(_worker_group(item, task_ids)))
         if item.get_closest_marker("long") is None:
             continue
         if perf in Path(str(item.path)).parents:
@@ -58,25 +56,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def _worker_group(item: pytest.Item, task_ids: frozenset[str]) -> str:
-    """Which tests share a pytest-xdist worker (``make test`` runs two, ``--dist loadgroup``): all of one
-    task's tests (its folder, and the shared checks parametrized by its id), so that the task's cached
-    artifacts are built once and its runs (Flower's Ray runtime, llama.cpp's timings) never overlap one
-    another's; any other test with the rest of its module, whose fixtures are built once per module."""
-    path = Path(str(item.path)).resolve()
-    tests = Path(__file__).parent.resolve()
-    params = getattr(item, "callspec", None)
-    task = params.params.get("task_id", params.params.get("task")) if params else None
-    if isinstance(task, str) and task in task_ids:
-        return task.replace("-", "_")
-    parts = path.relative_to(tests).parts
-    if len(parts) > 1 and (tests / parts[0]).is_dir() and parts[0].replace("_", "-") in task_ids:
-        return parts[0]
-    if parts[0] == "perf" and path.stem.startswith("test_") and path.stem.endswith("_perf"):
-        stem = path.stem.removeprefix("test_").removesuffix("_perf")
-        if stem.replace("_", "-") in task_ids:
-            return stem
-    return "/".join(parts)
+def worker_group(nodeid: str, task_ids: frozenset[str]) -> str:
+    """Which tests share a pytest-xdist worker (``make test`` runs two): all of one task's tests (its folder,
+    its perf module, and the shared checks parametrized by its id), so that the task's cached artifacts are
+    built once and its runs (Flower's Ray runtime, llama.cpp's timings) never overlap one another; any other
+    test with the rest of its module, whose fixtures are built once per module."""
+    path, _, name = nodeid.partition("::")
+    parts = path.split("/")
+    if len(parts) > 2 and parts[0] == "tests" and parts[1].replace("_", "-") in task_ids:
+        return parts[1].replace("_", "-")
+    stem = parts[-1].removeprefix("test_").removesuffix(".py").removesuffix("_perf").replace("_", "-")
+    if stem in task_ids:
+        return stem
+    named = [t for t in task_ids if t in name.partition("[")[2]]
+    return max(named, key=len) if named else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadscope`` with the scope of :func:`worker_group`. (pytest-xdist's ``loadgroup`` marks
+    do not take under pytest 9.2: it renames the test ids, which that pytest no longer reads back.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    task_ids = frozenset(catalog.task_ids())
+
+    class TaskScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid, task_ids)
+
+    return TaskScheduling(config, log)
 
 
 BenchRunner = Callable[..., tuple[int, str, str]]
