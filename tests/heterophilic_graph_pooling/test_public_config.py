@@ -96,3 +96,58 @@ def test_the_built_maxcut_scorenet_has_the_public_layers() -> None:
     assert mp == [(32, 4)] + [(4, 4)] * 31
     assert mlp == [(4, 4)] * 8
     assert (pool.score_net.out.in_features, pool.score_net.out.out_features) == (4, 1)
+
+
+def _public_scorenet_from_pyg(pool: Any, edge_index: torch.Tensor, n: int) -> Any:
+    """The public ScoreNet's forward (``source/layers/maxcutpool/modules.py`` and ``utils.py``) from PyG's
+    own layers: ``GCNConv(normalize=False)`` on the propagation matrix -delta L_sym + I (``get_laplacian``
+    with the sym normalisation, then the identity summed in), PyG ``Linear`` for the MLP and the output,
+    tanh; the weights copied from ``pool``."""
+    from torch_geometric.nn import GCNConv
+    from torch_geometric.nn import Linear as PygLinear
+    from torch_geometric.utils import coalesce, get_laplacian
+
+    sn = pool.score_net
+    convs, lins = [], []
+    with torch.no_grad():
+        for layer in sn.mp:
+            conv = GCNConv(layer.lin.in_features, layer.lin.out_features, normalize=False)
+            conv.lin.weight.copy_(layer.lin.weight)
+            conv.bias.copy_(layer.bias)
+            convs.append(conv)
+        for layer in [*sn.mlp, sn.out]:
+            lin = PygLinear(layer.in_features, layer.out_features)
+            lin.weight.copy_(layer.weight)
+            lin.bias.copy_(layer.bias)
+            lins.append(lin)
+    index, weight = get_laplacian(edge_index, None, normalization="sym", num_nodes=n)
+    eye = torch.arange(n)
+    index, weight = coalesce(
+        torch.cat([index, torch.stack([eye, eye])], 1), torch.cat([-sn.delta * weight, torch.ones(n)]), n
+    )
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        for conv in convs:
+            x = torch.relu(conv(x, index, weight))
+        for lin in lins[:-1]:
+            x = torch.relu(lin(x))
+        return torch.tanh(lins[-1](x)).view(-1)
+
+    return forward
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_maxcut_scorenet_computes_what_the_public_one_computes(seed: int) -> None:
+    """Our MAXCUT ScoreNet and one built from PyG's layers as the public code builds it, with the same
+    weights, give the same scores on the 8 x 12 grid (so the collapse of some initialisations, docs, is
+    the public configuration's, not a departure of ours)."""
+    from iclrbench.envs.heterophilic_graph_pooling import grid_graph
+
+    data = grid_graph(8, 12).to_data()
+    torch.manual_seed(seed)
+    pool = mcp.maxcutpool_class()(2, just_cut=True, **mcp.CUT_SCORENET)
+    x = pool.embedding(data.x)
+    ours = pool(data.x, data.edge_index, data.edge_attr, torch.zeros(data.num_nodes, dtype=torch.long))[5]
+    public = _public_scorenet_from_pyg(pool, data.edge_index, data.num_nodes)(x)
+    scale = max(float(ours.abs().max()), 1e-6)
+    assert torch.allclose(ours, public, atol=1e-6 * scale + 1e-8, rtol=1e-4)
