@@ -251,7 +251,8 @@ class GraphPoolingTask(Task):
             "(train accuracy 0.11), on 100 graphs for 2,400 (memorises, train 0.46, validation 0.0), on "
             "500 graphs of 1-5-node parts for 11,000 (train 0.35, test 0.10-0.16) and on 2,000 of them "
             "for 8,600 (train 0.19, test 0.10-0.12), MaxCutPool on the 500 for 4,950 (test 0.09), each "
-            "2-4 min; no pooling first clears chance at ~25,000 steps (test 0.23-0.26, 8.5 min a run). "
+            "2-4 min; no pooling first clears chance at ~25,000 steps (test 0.23-0.26, 8.5 min a run), "
+            "where MaxCutPool reaches 0.54 on the same seed and fold (9 min; one run, not a verdict). "
             "bench claims -j 2 from an empty store: 16.2 min of wall (15.5 CPU-minutes) on 2 "
             "cores shared with other work at load ~5; EdgePool and ASAPool are nearly half of it",
             claim_seeds=(0, 1, 2),
