@@ -27,6 +27,17 @@ def test_the_plugin_task_arrives_through_its_entry_point(bench: BenchRunner) -> 
     assert {a["name"] for a in noop["algorithms"]} >= {"constant", "uniform", "flaky"}
 
 
+def test_a_task_installed_after_the_catalog_was_read_is_found_on_first_use() -> None:
+    """A run's worker forks from a forkserver whose catalog was read when it started: a plugin installed
+    since then (a notebook's pip install, or this suite's plugin after a sweep) is found by a scan on the
+    miss, not refused as unknown."""
+    from iclrbench.core import catalog
+
+    del catalog._tasks._items["noop"]  # the catalog as read before the plugin was on the path
+    assert "noop" not in catalog.task_ids()
+    assert catalog.get_task("noop").id == "noop"
+
+
 @pytest.mark.parametrize("executor", ["serial", "process"])
 def test_every_executor_stores_every_run_once(db: Path, executor: str) -> None:
     store = ResultStore(db)

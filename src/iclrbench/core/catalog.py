@@ -103,6 +103,10 @@ def available_task_ids() -> list[str]:
 
 def get_task(task_id: str) -> Task:
     _ensure_tasks()
+    if task_id not in _tasks.names():
+        # a plugin installed after the entry points were read: a run's worker forks from a forkserver
+        # whose catalog was read when it started, possibly before the plugin was on the path
+        refresh()
     return _tasks.get(task_id)()
 
 
