@@ -72,6 +72,7 @@ def worker_group(nodeid: str, task_ids: frozenset[str]) -> str:
     return max(named, key=len) if named else path
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: no error where it is not installed
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """``--dist loadscope`` with the scope of :func:`worker_group`. (pytest-xdist's ``loadgroup`` marks
     do not take under pytest 9.2: it renames the test ids, which that pytest no longer reads back.)"""
