@@ -33,6 +33,7 @@ def test_runs_report_every_declared_metric_in_range(outcomes: dict[str, RunResul
         assert m["perplexity"] >= 1 and 0 <= m["toxicity_rate"] <= 1
         assert m["decode_tps"] > 0 and m["prefill_tps"] > 0 and m["ttft_ms"] > 0
         assert m["peak_rss_mb"] > m["weight_memory_mb"] >= 0 and m["energy_mj_per_token"] > 0
+        assert m["weight_memory_net_mb"] < m["weight_memory_mb"]  # a KV cache is always subtracted
         assert "energy modelled" in outcome.notes or "energy rapl" in outcome.notes
 
 

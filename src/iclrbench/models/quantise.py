@@ -83,11 +83,14 @@ def llama_type(name: str) -> tuple[str, float]:
     return LLAMA_TYPES[key]
 
 
-def quantise_gguf(source: str | os.PathLike[str], qtype: str, threads: int = 1) -> Path:
-    """``source`` quantised to ``qtype`` by llama.cpp, written once beside it as ``<stem>.<qtype>.gguf``."""
+def quantise_gguf(source: str | os.PathLike[str], qtype: str, threads: int = 1, pure: bool = False) -> Path:
+    """``source`` quantised to ``qtype`` by llama.cpp, written once beside it as ``<stem>.<qtype>.gguf``.
+    ``pure``: every tensor but the norms in ``qtype`` itself (llama-quantize's ``--pure``), not llama.cpp's
+    mix, which raises the output and some attention tensors to a higher type (``<stem>.<qtype>-pure.gguf``;
+    the task's configurations are the mixes, as published GGUF files are)."""
     constant, _ = llama_type(qtype)
     source = check_gguf(source)
-    target = source.with_name(f"{source.stem}.{qtype.lower()}.gguf")
+    target = source.with_name(f"{source.stem}.{qtype.lower()}{'-pure' if pure else ''}.gguf")
     if target.exists():
         return target
     import llama_cpp
@@ -95,6 +98,7 @@ def quantise_gguf(source: str | os.PathLike[str], qtype: str, threads: int = 1) 
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, constant)
     params.nthread = threads
+    params.pure = pure
     params.allow_requantize = True  # SmolLM2's highest precision is already Q4_1: quantise from that
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     with native_output_silenced():  # llama.cpp prints a line per tensor on the process's stdout

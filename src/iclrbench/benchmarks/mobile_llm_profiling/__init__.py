@@ -12,12 +12,12 @@ checks its quality (measured once, when it was trained) against its floors befor
 records it in its provenance (:func:`subject_artifacts`; issue 53).
 
 Metrics per run: ``agreement_em`` (primary), ``agreement_f1``, ``perplexity``, ``hallucination_rate``,
-``toxicity_rate``, ``decode_tps``, ``prefill_tps``, ``ttft_ms``, ``weight_memory_mb``, ``peak_rss_mb``,
-``model_mb``, ``bits_per_weight``, ``parameters``, ``energy_mj_per_token`` (modelled where RAPL is absent),
-``roofline_decode_tps`` (the roofline's prediction from this machine's bandwidth), ``seconds``. Each run's
-notes, and the roofline claim's evidence, carry the roofline's projection onto the phones and boards of
-``envs/mobile_llm_profiling/devices.toml`` (:mod:`iclrbench.envs.mobile_llm_profiling.devices`).
-"""
+``toxicity_rate``, ``decode_tps``, ``prefill_tps``, ``ttft_ms``, ``weight_memory_mb``,
+``weight_memory_net_mb``, ``peak_rss_mb``, ``model_mb``, ``bits_per_weight``, ``parameters``,
+``energy_mj_per_token`` (modelled where RAPL is absent), ``roofline_decode_tps`` (the roofline's prediction
+from this machine's bandwidth), ``seconds``. Each run's notes, and the roofline claim's evidence, carry the
+roofline's projection onto the phones and boards of ``envs/mobile_llm_profiling/devices.toml``
+(:mod:`iclrbench.envs.mobile_llm_profiling.devices`)."""
 
 from __future__ import annotations
 
@@ -204,7 +204,8 @@ class MobileLLMTask(Task):
     # 3: the tiny model trains in cycles until converged, its quality checked and recorded in every run
     # 4: bits per weight are the file's effective bits (nominal_bits beside them); model_mb is the engine's
     #    own weight bytes (llama_model_size), and the memory claim is judged on it
-    version = 4
+    # 5: weight_memory_net_mb, the resident-set growth less the runtime buffers the engine reports
+    version = 5
     paper = Paper(
         title="PalmBench: a comprehensive benchmark of compressed large language models on mobile platforms",
         authors="Yilong Li, Jingyu Liu, Hao Zhang, M Badri Narayanan, Utkarsh Sharma, Shuai Zhang, "
@@ -276,6 +277,14 @@ class MobileLLMTask(Task):
         Metric("ttft_ms", False, "ms", "median time to first token", measured=True),
         Metric(
             "weight_memory_mb", False, "MiB", "resident-set growth from load to after warm-up", measured=True
+        ),
+        Metric(
+            "weight_memory_net_mb",
+            False,
+            "MiB",
+            "resident-set growth less the runtime buffers in it (llama.cpp: KV cache, compute and output "
+            "buffers as its log reports them; torch: the KV cache)",
+            measured=True,
         ),
         Metric("peak_rss_mb", False, "MiB", "the profiling process's peak resident memory", measured=True),
         Metric(
@@ -411,6 +420,7 @@ class MobileLLMTask(Task):
             "prefill_tps": measured.prefill_tps_median,
             "ttft_ms": measured.ttft_ms_median,
             "weight_memory_mb": measured.weight_memory_mb,
+            "weight_memory_net_mb": measured.weight_memory_mb - measured.buffers_mb,
             "peak_rss_mb": measured.peak_rss_mb,
             "model_mb": weight_bytes / 2**20,
             "bits_per_weight": algorithm.bits_per_weight(source),

@@ -49,8 +49,11 @@ def _per_seed(groups: list[list[RunResult]], fn: Any) -> dict[int, float]:
 
 
 def r_squared(x: Any, y: Any) -> float:
-    """Coefficient of determination of the least-squares line y ~ a + b x."""
+    """Coefficient of determination of the least-squares line y ~ a + b x, over the finite points (a run
+    stored before a metric existed has NaN for it)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
     if len(x) < 3 or np.ptp(x) == 0:
         return float("nan")
     fit = np.polyval(np.polyfit(x, y, 1), x)
@@ -61,19 +64,22 @@ def judge_memory(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
     """Per seed, r^2 of the weight memory the engine holds (``model_mb``: llama.cpp's ``llama_model_size``)
     on the effective bits per weight over the llama.cpp configurations (PalmBench, section 5.1); the claim
     holds when its interval over seeds lies above 0.99. Beside it, the same r^2 for the resident-set
-    growth from load to after warm-up and for the peak resident memory (which also hold llama.cpp's KV
-    cache, logits and compute buffers). Configurations of one size (a control: the full model in every
-    place) leave r^2 undefined, and the verdict inconclusive."""
+    growth from load to after warm-up, for that growth less the runtime buffers llama.cpp reports (KV
+    cache, compute and output buffers) and for the peak resident memory. Configurations of one size (a
+    control: the full model in every place) leave r^2 undefined, and the verdict inconclusive."""
 
     def fit(metric: str) -> dict[int, float]:
-        values = _per_seed(groups, lambda v: r_squared([b for b, _ in v], [m[metric] for _, m in v]))
+        def line(v: list[tuple[float, dict[str, float]]]) -> float:
+            return r_squared([b for b, _ in v], [m.get(metric, np.nan) for _, m in v])
+
+        values = _per_seed(groups, line)
         return {s: r for s, r in values.items() if math.isfinite(r)}
 
     r2 = fit("model_mb")
     if len(r2) < 2:
         return empty("fewer than 2 seeds with 3 or more llama.cpp configurations of different bits")
     beside = {}
-    for metric in ("weight_memory_mb", "peak_rss_mb"):
+    for metric in ("weight_memory_mb", "weight_memory_net_mb", "peak_rss_mb"):
         values = fit(metric)
         beside[f"r2_{metric}"] = round(float(np.mean(list(values.values()))), 4) if values else None
     return combine(
@@ -83,6 +89,7 @@ def judge_memory(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
         nominal_bits=_means(groups, "nominal_bits"),
         model_mb=_means(groups, "model_mb"),
         weight_memory_mb=_means(groups, "weight_memory_mb"),
+        weight_memory_net_mb=_means(groups, "weight_memory_net_mb"),
         peak_rss_mb=_means(groups, "peak_rss_mb"),
     )
 

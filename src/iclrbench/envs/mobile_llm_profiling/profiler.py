@@ -11,7 +11,9 @@ What is measured (``repeats`` times after ``warmup`` runs; min and median report
 - prefill tokens/s (prompt tokens over the prefill time) and decode tokens/s (``decode_tokens`` greedy
   tokens, one forward pass each, over their time);
 - resident memory: the process's peak (``ru_maxrss``) and the weight memory, the growth of the resident
-  set from before the model loaded to after the warm-up touched every weight;
+  set from before the model loaded to after the warm-up touched every weight; beside it the runtime buffers
+  in that growth that are not weights (llama.cpp's KV cache, compute and output buffers as its load log
+  reports them; torch's KV cache for the profiled tokens);
 - energy per decoded token: from RAPL (``/sys/class/powercap/intel-rapl:0/energy_uj``) where the kernel
   exposes it, else **modelled** as :data:`MODELLED_WATTS_PER_THREAD` x threads x seconds (labelled so).
 """
@@ -22,6 +24,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import re
 import resource
 import statistics
 import time
@@ -59,6 +62,7 @@ class Profile:
     decode_tps_max: float
     peak_rss_mb: float
     weight_memory_mb: float
+    buffers_mb: float  # runtime buffers in weight_memory_mb that are not weights (see runtime_buffer_bytes)
     load_seconds: float
     energy_mj_per_token: float
     energy_source: str  # "rapl" | "modelled"
@@ -76,6 +80,59 @@ def _rapl_uj() -> int | None:
         return int(RAPL.read_text())
     except (OSError, ValueError):
         return None
+
+
+#: llama.cpp's load-time report of its runtime buffers (one line each, in MiB, for a CPU build):
+#: "llama_kv_cache: CPU KV buffer size = 0.50 MiB", "sched_reserve: CPU compute buffer size = 8.01 MiB",
+#: "llama_context: CPU  output buffer size = 0.00 MiB"
+BUFFER_LINE = re.compile(r"\b(KV|compute|output) buffer size =\s*([0-9.]+) MiB")
+_LOG_CALLBACKS: list[Any] = []  # ctypes frees a callback nothing references while llama.cpp still calls it
+
+
+def capture_llama_log() -> list[str]:
+    """Route llama.cpp's log into the returned list, from now on in this process (the profiling child:
+    llama-cpp-python's own handler writes it to stderr only when verbose)."""
+    import ctypes
+
+    import llama_cpp
+
+    lines: list[str] = []
+
+    @llama_cpp.llama_log_callback
+    def keep(level: int, text: bytes, user_data: Any) -> None:
+        lines.append(text.decode("utf-8", errors="replace"))
+
+    _LOG_CALLBACKS.append(keep)
+    llama_cpp.llama_log_set(keep, ctypes.c_void_p(0))
+    return lines
+
+
+def llama_buffer_mib(log: list[str]) -> dict[str, float]:
+    """The runtime buffers llama.cpp's log reports, in MiB by kind (KV, compute, output), summed over the
+    backends that report one."""
+    out: dict[str, float] = {}
+    for match in BUFFER_LINE.finditer("".join(log)):
+        out[match[1]] = out.get(match[1], 0.0) + float(match[2])
+    return out
+
+
+def runtime_buffer_bytes(model: Any, spec: ProfileSpec, log: list[str]) -> int:
+    """Bytes of runtime buffers that the resident-set growth holds beside the weights: for llama.cpp, the KV
+    cache, compute and output buffers its log reports (allocated sizes: a buffer's untouched pages are not
+    resident, so the difference is a lower bound on the weights' share; llama-cpp-python's host logits,
+    written a row per evaluated position, are left in); for torch, the KV cache of the profiled tokens
+    (2 x layers x KV heads x head width x tokens, in the model's float type)."""
+    from iclrbench.models.language import LlamaCppLM
+
+    if isinstance(model, LlamaCppLM):
+        return int(sum(llama_buffer_mib(log).values()) * 2**20)
+    config = model.model.config
+    heads = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    tokens = spec.prompt_tokens + spec.decode_tokens + 1
+    element = 2 if spec.variant == "bf16" else 4
+    return 2 * config.num_hidden_layers * kv_heads * head_dim * tokens * element
 
 
 def load_engine_model(spec: ProfileSpec) -> Any:
@@ -167,8 +224,10 @@ def profile_here(spec: ProfileSpec, prompt_ids: list[int]) -> Profile:
     if spec.engine == "torch":  # the libraries' own memory is not the weights'
         import torch  # noqa: F401
         import transformers  # noqa: F401
+
+        log: list[str] = []
     else:
-        import llama_cpp  # noqa: F401
+        log = capture_llama_log()
     loadavg = os.getloadavg()[0]
     rss0 = _rss_bytes()
     t = time.perf_counter()
@@ -180,6 +239,7 @@ def profile_here(spec: ProfileSpec, prompt_ids: list[int]) -> Profile:
         for _ in range(spec.warmup):
             _one_pass(model, prompt_ids, spec.decode_tokens)
         weight_bytes = _rss_bytes() - rss0
+        buffer_bytes = runtime_buffer_bytes(model, spec, log)
         runs, energy = [], []
         for _ in range(spec.repeats):
             e0 = _rapl_uj()
@@ -206,6 +266,7 @@ def profile_here(spec: ProfileSpec, prompt_ids: list[int]) -> Profile:
         decode_tps_max=max(decode),
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         weight_memory_mb=weight_bytes / 2**20,
+        buffers_mb=buffer_bytes / 2**20,
         load_seconds=load_seconds,
         energy_mj_per_token=mj,
         energy_source=source,
