@@ -29,6 +29,7 @@ from iclrbench.baselines.federated_prompt_mixture import (
     FedProx,
     FedProxParams,
     LocalCoOp,
+    LocalCoOpParams,
     ZeroShot,
 )
 from iclrbench.core import catalog
@@ -51,7 +52,7 @@ def _data(partition: int = 0, split: str = "pathological", seed: int = 0) -> Loc
 
 
 def _method(cls: type[PromptMethod], params: object = None, split: str = "pathological") -> PromptMethod:
-    return cls(params or NoParams(), _config(split), np.random.default_rng(0))
+    return cls(params or cls.Params(), _config(split), np.random.default_rng(0))
 
 
 def test_zero_shot_is_well_above_chance() -> None:
@@ -106,7 +107,7 @@ def test_weighted_mean_weights_by_examples_in_any_order() -> None:
 
 
 def test_pfedmoap_sends_the_nearest_other_prompts() -> None:
-    method = _method(PFedMoAP, PFedMoAPParams(experts=2))
+    method = _method(PFedMoAP, PFedMoAPParams(experts=2, selection="nearest"))
     state = ServerState(global_ctx=np.zeros((2, 2), np.float32))
     assert "experts" not in method.downlink(state, 0, 1)  # round one: nobody has a prompt yet
     for client, value in enumerate([0.0, 0.1, 5.0, 0.3]):
@@ -117,6 +118,61 @@ def test_pfedmoap_sends_the_nearest_other_prompts() -> None:
     assert 5.0 not in far[:, 0, 0].tolist()  # never its own prompt
     # a client sampled for the first time trains its prompt alone (the reference's first selection)
     assert set(method.downlink(state, 7, 3)) == {"ctx"}
+
+
+def test_pfedmoap_by_default_takes_the_first_trained_clients_of_one_shuffled_order() -> None:
+    """The public code's selection (``sparse_selection``'s default, random): the clients shuffled once per
+    run, then the first K that have a prompt and are not the client itself, whatever their distance."""
+    method = _method(PFedMoAP, PFedMoAPParams(experts=2))
+    assert method.params.selection == "random"
+    state = method.init_server(_config(), 0)
+    order = method._order(state)
+    assert sorted(order) == list(range(_config().clients)) and method._order(state) is order
+    for client in order[1:]:
+        state.client_ctx[client] = np.full((2, 2), float(client), np.float32)
+    state.client_ctx[order[0]] = np.zeros((2, 2), np.float32)
+    expected = [float(c) for c in order[1:3]]
+    assert method.downlink(state, order[0], 2)["experts"][:, 0, 0].tolist() == expected
+    assert method.downlink(state, order[0], 3)["experts"][:, 0, 0].tolist() == expected  # fixed for the run
+    del state.client_ctx[order[1]]  # a client without a prompt is skipped, the next in the order taken
+    skipped = method.downlink(state, order[0], 4)["experts"][:, 0, 0].tolist()
+    assert skipped == [float(order[2]), float(order[3])]
+    other_run = method.init_server(_config(), 1)
+    assert method._order(other_run) != order or _config().clients < 3
+
+
+def test_pfedmoap_reselects_experts_for_a_client_not_sampled_last_round() -> None:
+    """As the public code tests the clients not selected in the last round: a client with a gate gets
+    experts chosen again from the latest prompts; one sampled last round tests with its own (from its
+    local state); one that never trained tests the aggregate."""
+    method = _method(PFedMoAP, PFedMoAPParams(experts=2, selection="nearest"))
+    state = method.init_server(_config(), 0)
+    for client, value in enumerate([0.0, 0.1, 5.0, 0.3]):
+        state.client_ctx[client] = np.full((2, 2), value, np.float32)
+    method.downlink(state, 0, 2)  # clients 0 and 1 train with experts: they have gates
+    method.downlink(state, 1, 2)
+    method.aggregate(state, {1: ({"ctx": np.full((2, 2), 0.1, np.float32)}, 4)}, 3)  # only 1 sampled last
+    state.client_ctx[2] = np.full((2, 2), 0.05, np.float32)  # client 2's prompt moved since client 0 trained
+    assert set(method.eval_downlink(state, 1)) == {"ctx"}  # sampled last round: its own experts
+    assert set(method.eval_downlink(state, 3)) == {"ctx"}  # never had a gate
+    fresh = method.eval_downlink(state, 0)["experts"]
+    assert np.allclose(sorted(fresh[:, 0, 0]), [0.05, 0.1])
+    data = _data(1)
+    config = _config()
+
+    def contexts(*seeds: int) -> np.ndarray:
+        return np.stack([initial_context(config, s) for s in seeds])
+
+    down = {"ctx": initial_context(config, 0), "experts": contexts(1, 2)}
+    _, local = method.local_train(data, down, {}, seed=0)
+    other = {"ctx": down["ctx"], "experts": contexts(3, 4)}
+    with torch.no_grad():
+        gate = method._gate(data, local)
+        local_text = data.encoder.encode(torch.from_numpy(local["ctx"]))
+        expert_text = data.encoder.encode(torch.from_numpy(other["experts"]))
+        logits = method._moe_logits(data, gate, data.test_x, local_text, expert_text)
+    expected = float((logits.argmax(-1) == data.test_y).float().mean())
+    assert method.local_evaluate(data, other, local, 0) == expected
 
 
 def test_pfedmoap_gate_shapes_and_lambda() -> None:
@@ -193,3 +249,14 @@ def test_local_coop_sends_nothing_up_and_keeps_its_prompt() -> None:
     assert method.downlink(state, 0, 2) == {}  # the prompt is the client's own from then on
     assert method.local_evaluate(_data(), {}, local, 0) == prompt_accuracy(_data(), local["ctx"])
     assert LocalCoOp.trains_every_client and not PFedMoAP.trains_every_client
+
+
+def test_local_coop_trains_once_as_the_public_local_branch_unless_asked_every_round() -> None:
+    method = _method(LocalCoOp)
+    first = method.downlink(method.init_server(_config(), 0), 0, 1)
+    _, local = method.local_train(_data(), first, {}, 0)
+    _, again = method.local_train(_data(), {}, local, 1)
+    assert again is local  # round two changes nothing
+    every = _method(LocalCoOp, LocalCoOpParams(every_round=True))
+    _, moved = every.local_train(_data(), {}, local, 1)
+    assert not np.array_equal(moved["ctx"], local["ctx"])

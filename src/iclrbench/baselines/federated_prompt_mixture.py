@@ -2,7 +2,9 @@
 Sec. 4.1), all on the same frozen dual encoder and the same CoOp training loop as pFedMoAP:
 
 - ``zero-shot``: the hand-written prompt "a photo of a {class}."; no training, nothing exchanged.
-- ``local-coop``: CoOp (Zhou et al., 2022) on each client's own data; the prompt never leaves the client.
+- ``local-coop``: CoOp (Zhou et al., 2022) on each client's own data; the prompt never leaves the client. As
+  the public code's ``local`` branch (``federated_main.py``), each client trains once, for ``local_epochs``,
+  and the run stops there (later rounds change nothing); ``every_round=true`` trains it every round.
 - ``promptfl``: FedAvg of prompts (Guo et al., "PromptFL", 2023); every client evaluates the aggregate.
 - ``promptfl-ft``: PromptFL, then each client fine-tunes the final aggregate on its own data for
   ``finetune_epochs`` before testing (the "+ local fine-tuning" row).
@@ -59,10 +61,20 @@ class ZeroShot(PromptMethod):
             return accuracy(class_logits(data, data.test_x, data.zero_shot), data.test_y)
 
 
+@dataclasses.dataclass(frozen=True)
+class LocalCoOpParams:
+    every_round: bool = param(
+        False,
+        "train the prompt again every round (rounds x local_epochs epochs in all); the public code's local "
+        "branch trains once, for local_epochs, and stops",
+    )
+
+
 @register_algorithm(task=TASK_ID, name="local-coop", role="baseline")
 class LocalCoOp(PromptMethod):
     """Local CoOp: each client learns its own prompt on its own data; no communication."""
 
+    Params = LocalCoOpParams
     trains_every_client = True
 
     def downlink(self, state: ServerState, client: int, round_: int) -> Arrays:
@@ -76,6 +88,8 @@ class LocalCoOp(PromptMethod):
         return self.downlink(state, client, 0)  # a client that never trained tests the initial context
 
     def local_train(self, data: LocalData, down: Arrays, local: Arrays, seed: int) -> tuple[Arrays, Arrays]:
+        if "ctx" in local and not self.params.every_round:  # trained once already: the public schedule
+            return {}, local
         ctx = train_prompt(data, local.get("ctx", down.get("ctx")), self.config, seed)
         return {}, {**local, "ctx": ctx}
 

@@ -47,9 +47,10 @@ class FederatedPromptConfig:
     rounds: int = param(10, "communication rounds (paper: 10)", low=0, high=1000)
     local_epochs: int = param(5, "local epochs per round (paper: 5)", low=1, high=200)
     lr: float = param(
-        0.015,
-        "SGD learning rate of the prompt, cosine over the local epochs (paper: 0.002 in CLIP's token space; "
-        "scaled by (0.056 / 0.02)^2 for MiniLM's word embeddings, docs/tasks/federated_prompt_mixture.md)",
+        0.0078,
+        "SGD learning rate of the prompt, cosine over the local epochs (paper: train.sh's LR=0.001, which "
+        "federated_main.py passes over the yaml's 0.002, in CLIP's token space; scaled by (0.056 / 0.02)^2 "
+        "for MiniLM's word embeddings, docs/tasks/federated_prompt_mixture.md)",
         low=1e-6,
         high=10.0,
     )

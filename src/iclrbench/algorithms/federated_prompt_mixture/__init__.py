@@ -16,8 +16,11 @@ pFedMoAP (the paper's Sec. 3, Fig. 2), per round and sampled client i:
 
 1. the local prompt p_i starts from last round's aggregate (the data-size weighted mean of the uploaded
    prompts, as PromptFL); in the first round there are no experts and it is CoOp;
-2. the server sends the K nearest *other* clients' latest prompts (L2 distance to p_i's last upload;
-   random clients while i has none) -- frozen non-local experts; their text features are computed once;
+2. the server sends K *other* clients' latest prompts -- frozen non-local experts; their text features are
+   computed once. As the public code runs (``trainers/pfedmoap.py: sparse_selection``, called without its
+   ``method``, whose default is ``random``): the first K clients with a prompt in one order of all clients
+   shuffled once per run. ``selection=nearest`` takes the K nearest by L2 distance to p_i's last upload,
+   the selection the paper describes;
 3. a local attention gating network (8 heads, d = 128: features pooled by taking every 3rd of MiniLM's
    384 dimensions, as the code's stride pooling; scores scaled by 10 instead of 1/sqrt(d)) takes the image
    feature as the query and, per class, the experts' text features (the local one first, with gradients)
@@ -215,7 +218,11 @@ class PFedMoAPParams:
     gate_dim: int = param(128, "gate width: features pooled from 384 by stride 384 / d (paper: 128)", low=8)
     scaling: float = param(10.0, "attention score scale (paper: 10, instead of 1 / sqrt(d))", low=1e-3)
     gate_lr: float = param(0.01, "SGD learning rate of the gate (paper: 0.01)", low=1e-6, high=10.0)
-    selection: Literal["nearest", "random"] = param("nearest", "how experts are chosen (paper: nearest)")
+    selection: Literal["nearest", "random"] = param(
+        "random",
+        "how experts are chosen: random (the public code: the first K in an order of the clients shuffled "
+        "once per run) or nearest (the paper's text: the K closest prompts in L2)",
+    )
 
 
 def make_gate(params: PFedMoAPParams, seed: int) -> torch.nn.Module:
@@ -262,21 +269,34 @@ class PFedMoAP(PromptMethod):
         """The aggregate, and K experts -- except the first time a client is sampled, when it trains only
         its prompt, as the reference code does ("training only the local prompts the first time each
         client is selected"): no experts, no gate yet."""
+        chosen = self._select(state, client)
+        if not chosen:
+            return {"ctx": state.global_ctx}
+        state.extra.setdefault("gated", set()).add(client)
+        return {"ctx": state.global_ctx, "experts": np.stack([state.client_ctx[c] for c in chosen])}
+
+    def _select(self, state: ServerState, client: int) -> list[int]:
+        """The K experts of ``client`` from the clients' latest prompts; none while it has no prompt of its
+        own or no other client has one."""
         own = state.client_ctx.get(client)
         others = [c for c in sorted(state.client_ctx) if c != client]
         if own is None or not others:
-            return {"ctx": state.global_ctx}
+            return []
         k = min(self.experts, len(others))
         if self.params.selection == "random":
-            scope = (str(client), str(round_))
-            rng = np.random.default_rng(seed_for(int(state.extra.get("seed", 0)), "experts", *scope))
-            chosen = sorted(rng.choice(others, size=k, replace=False).tolist())
-        else:  # nearest by the L2 distance between prompts; ties to the lower id. (The reference code's
-            # torch.topk over its list of distances returns list positions, not client ids; this is the
-            # selection the paper describes. At N = 10, K = 9 every other client is an expert anyway.)
-            dist = [float(np.linalg.norm(state.client_ctx[c] - own)) for c in others]
-            chosen = [others[i] for i in np.argsort(dist, kind="stable")[:k]]
-        return {"ctx": state.global_ctx, "experts": np.stack([state.client_ctx[c] for c in chosen])}
+            return [c for c in self._order(state) if c in others][:k]
+        # nearest by the L2 distance between prompts; ties to the lower id. (The public code's torch.topk
+        # over its list of distances returns list positions, not client ids; this is the paper's selection.)
+        dist = [float(np.linalg.norm(state.client_ctx[c] - own)) for c in others]
+        return [others[i] for i in np.argsort(dist, kind="stable")[:k]]
+
+    def _order(self, state: ServerState) -> list[int]:
+        """All clients in the order shuffled once for the run (the public trainer's
+        ``shuffled_all_indices``)."""
+        if "order" not in state.extra:
+            rng = np.random.default_rng(seed_for(int(state.extra.get("seed", 0)), "experts-order"))
+            state.extra["order"] = rng.permutation(self.config.clients).tolist()
+        return state.extra["order"]
 
     @property
     def experts(self) -> int:
@@ -288,8 +308,19 @@ class PFedMoAP(PromptMethod):
         state.extra["seed"] = seed
         return state
 
+    def aggregate(self, state: ServerState, uploads: Mapping[int, tuple[Arrays, int]], round_: int) -> None:
+        super().aggregate(state, uploads, round_)
+        state.extra["last_round"] = set(uploads)
+
     def eval_downlink(self, state: ServerState, client: int) -> Arrays:
-        return {"ctx": state.global_ctx}  # used only by a client that never trained
+        """What a client tests with after the last round. A client sampled in it tests as it trained (its
+        experts from then, held in its local state). Any other client that has a gate gets experts selected
+        again from the clients' latest prompts, as the public code does before testing the clients not
+        selected; a client that never trained tests the aggregate."""
+        if client in state.extra.get("last_round", ()) or client not in state.extra.get("gated", ()):
+            return {"ctx": state.global_ctx}
+        chosen = self._select(state, client)
+        return {"ctx": state.global_ctx, "experts": np.stack([state.client_ctx[c] for c in chosen])}
 
     def _features(self, x: torch.Tensor) -> torch.Tensor:
         return x[..., :: 384 // self.params.gate_dim]
@@ -354,9 +385,10 @@ class PFedMoAP(PromptMethod):
         if "experts" not in local:
             return prompt_accuracy(data, local["ctx"])
         gate = self._gate(data, local)
+        experts = down.get("experts", local["experts"])  # re-selected by the server if not sampled last
         with torch.no_grad():
             local_text = data.encoder.encode(torch.from_numpy(local["ctx"]))
-            expert_text = data.encoder.encode(torch.from_numpy(local["experts"]))
+            expert_text = data.encoder.encode(torch.from_numpy(experts))
             return accuracy(self._moe_logits(data, gate, data.test_x, local_text, expert_text), data.test_y)
 
 
