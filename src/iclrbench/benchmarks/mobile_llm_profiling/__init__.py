@@ -13,7 +13,7 @@ records it in its provenance (:func:`subject_artifacts`; issue 53).
 
 Metrics per run: ``agreement_em`` (primary), ``agreement_f1``, ``perplexity``, ``hallucination_rate``,
 ``toxicity_rate``, ``decode_tps``, ``prefill_tps``, ``ttft_ms``, ``weight_memory_mb``,
-``weight_memory_net_mb``, ``peak_rss_mb``, ``model_mb``, ``bits_per_weight``, ``parameters``,
+``weight_memory_net_mb``, ``repacked_mb``, ``peak_rss_mb``, ``model_mb``, ``bits_per_weight``, ``parameters``,
 ``energy_mj_per_token`` (modelled where RAPL is absent), ``roofline_decode_tps`` (the roofline's prediction
 from this machine's bandwidth), ``seconds``. Each run's notes, and the roofline claim's evidence, carry the
 roofline's projection onto the phones and boards of ``envs/mobile_llm_profiling/devices.toml``
@@ -205,7 +205,8 @@ class MobileLLMTask(Task):
     # 4: bits per weight are the file's effective bits (nominal_bits beside them); model_mb is the engine's
     #    own weight bytes (llama_model_size), and the memory claim is judged on it
     # 5: weight_memory_net_mb, the resident-set growth less the runtime buffers the engine reports
-    version = 5
+    # 6: repacked_mb; the peak resident set is the profile's own (VmHWM), not ru_maxrss, which exec keeps
+    version = 6
     paper = Paper(
         title="PalmBench: a comprehensive benchmark of compressed large language models on mobile platforms",
         authors="Yilong Li, Jingyu Liu, Hao Zhang, M Badri Narayanan, Utkarsh Sharma, Shuai Zhang, "
@@ -285,6 +286,13 @@ class MobileLLMTask(Task):
             "resident-set growth less the runtime buffers in it (llama.cpp: KV cache, compute and output "
             "buffers as its log reports them; torch: the KV cache)",
             measured=True,
+        ),
+        Metric(
+            "repacked_mb",
+            False,
+            "MiB",
+            "weights llama.cpp copies into a repacked layout for its kernels (CPU_REPACK: Q4_0 on x86), "
+            "resident beside the mapped file",
         ),
         Metric("peak_rss_mb", False, "MiB", "the profiling process's peak resident memory", measured=True),
         Metric(
@@ -421,6 +429,7 @@ class MobileLLMTask(Task):
             "ttft_ms": measured.ttft_ms_median,
             "weight_memory_mb": measured.weight_memory_mb,
             "weight_memory_net_mb": measured.weight_memory_mb - measured.buffers_mb,
+            "repacked_mb": measured.repacked_mb,
             "peak_rss_mb": measured.peak_rss_mb,
             "model_mb": weight_bytes / 2**20,
             "bits_per_weight": algorithm.bits_per_weight(source),

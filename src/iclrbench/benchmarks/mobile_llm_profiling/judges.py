@@ -54,7 +54,7 @@ def r_squared(x: Any, y: Any) -> float:
     x, y = np.asarray(x, float), np.asarray(y, float)
     ok = np.isfinite(x) & np.isfinite(y)
     x, y = x[ok], y[ok]
-    if len(x) < 3 or np.ptp(x) == 0:
+    if len(x) < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:  # a constant y has no variance to explain
         return float("nan")
     fit = np.polyval(np.polyfit(x, y, 1), x)
     return float(1 - ((y - fit) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-300))
@@ -65,12 +65,13 @@ def judge_memory(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
     on the effective bits per weight over the llama.cpp configurations (PalmBench, section 5.1); the claim
     holds when its interval over seeds lies above 0.99. Beside it, the same r^2 for the resident-set
     growth from load to after warm-up, for that growth less the runtime buffers llama.cpp reports (KV
-    cache, compute and output buffers) and for the peak resident memory. Configurations of one size (a
-    control: the full model in every place) leave r^2 undefined, and the verdict inconclusive."""
+    cache, compute and output buffers), for that less the weights llama.cpp repacks into a second buffer
+    (Q4_0's, held beside the mapped file's pages) and for the peak resident memory. Configurations of one
+    size (a control: the full model in every place) leave r^2 undefined, and the verdict inconclusive."""
 
     def fit(metric: str) -> dict[int, float]:
         def line(v: list[tuple[float, dict[str, float]]]) -> float:
-            return r_squared([b for b, _ in v], [m.get(metric, np.nan) for _, m in v])
+            return r_squared([b for b, _ in v], [_value(m, metric) for _, m in v])
 
         values = _per_seed(groups, line)
         return {s: r for s, r in values.items() if math.isfinite(r)}
@@ -79,7 +80,7 @@ def judge_memory(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
     if len(r2) < 2:
         return empty("fewer than 2 seeds with 3 or more llama.cpp configurations of different bits")
     beside = {}
-    for metric in ("weight_memory_mb", "weight_memory_net_mb", "peak_rss_mb"):
+    for metric in ("weight_memory_mb", "weight_memory_net_mb", "net_less_repacked", "peak_rss_mb"):
         values = fit(metric)
         beside[f"r2_{metric}"] = round(float(np.mean(list(values.values()))), 4) if values else None
     return combine(
@@ -90,8 +91,17 @@ def judge_memory(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
         model_mb=_means(groups, "model_mb"),
         weight_memory_mb=_means(groups, "weight_memory_mb"),
         weight_memory_net_mb=_means(groups, "weight_memory_net_mb"),
+        repacked_mb=_means(groups, "repacked_mb"),
         peak_rss_mb=_means(groups, "peak_rss_mb"),
     )
+
+
+def _value(metrics: dict[str, float], name: str) -> float:
+    """A run's metric, or ``net_less_repacked``: the resident-set growth less the runtime buffers and the
+    repacked copy of the weights (NaN where a run stored before a metric existed lacks it)."""
+    if name == "net_less_repacked":
+        return metrics.get("weight_memory_net_mb", np.nan) - metrics.get("repacked_mb", np.nan)
+    return metrics.get(name, np.nan)
 
 
 def _means(groups: list[list[RunResult]], metric: str) -> dict[str, float]:

@@ -10,7 +10,8 @@ What is measured (``repeats`` times after ``warmup`` runs; min and median report
 - time to first token: prefill of the ``prompt_tokens`` prompt plus the first greedy token;
 - prefill tokens/s (prompt tokens over the prefill time) and decode tokens/s (``decode_tokens`` greedy
   tokens, one forward pass each, over their time);
-- resident memory: the process's peak (``ru_maxrss``) and the weight memory, the growth of the resident
+- resident memory: the process's peak (``VmHWM``: ``ru_maxrss`` survives ``exec`` and so reports the
+  parent's peak when that was larger) and the weight memory, the growth of the resident
   set from before the model loaded to after the warm-up touched every weight; beside it the runtime buffers
   in that growth that are not weights (llama.cpp's KV cache, compute and output buffers as its load log
   reports them; torch's KV cache for the profiled tokens);
@@ -25,7 +26,6 @@ import json
 import multiprocessing
 import os
 import re
-import resource
 import statistics
 import time
 from pathlib import Path
@@ -63,6 +63,7 @@ class Profile:
     peak_rss_mb: float
     weight_memory_mb: float
     buffers_mb: float  # runtime buffers in weight_memory_mb that are not weights (see runtime_buffer_bytes)
+    repacked_mb: float  # llama.cpp's second copy of weights it repacks for its kernels (CPU_REPACK)
     load_seconds: float
     energy_mj_per_token: float
     energy_source: str  # "rapl" | "modelled"
@@ -73,6 +74,17 @@ class Profile:
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _peak_rss_bytes() -> int:
+    """This process's peak resident set (``VmHWM``). Not ``ru_maxrss``: Linux carries it across ``exec``,
+    so a profile spawned from a parent holding a model reported the parent's peak (915 MiB for every file
+    of SmolLM2, task version 5)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("no VmHWM in /proc/self/status")
 
 
 def _rapl_uj() -> int | None:
@@ -86,6 +98,9 @@ def _rapl_uj() -> int | None:
 #: "llama_kv_cache: CPU KV buffer size = 0.50 MiB", "sched_reserve: CPU compute buffer size = 8.01 MiB",
 #: "llama_context: CPU  output buffer size = 0.00 MiB"
 BUFFER_LINE = re.compile(r"\b(KV|compute|output) buffer size =\s*([0-9.]+) MiB")
+#: and of the weights it copies into an interleaved layout for its kernels (Q4_0 on x86: "load_tensors:
+#: CPU_REPACK model buffer size = 56.95 MiB"), held beside the mapped file's pages
+REPACK_LINE = re.compile(r"\bCPU_REPACK model buffer size =\s*([0-9.]+) MiB")
 _LOG_CALLBACKS: list[Any] = []  # ctypes frees a callback nothing references while llama.cpp still calls it
 
 
@@ -114,6 +129,11 @@ def llama_buffer_mib(log: list[str]) -> dict[str, float]:
     for match in BUFFER_LINE.finditer("".join(log)):
         out[match[1]] = out.get(match[1], 0.0) + float(match[2])
     return out
+
+
+def repacked_mib(log: list[str]) -> float:
+    """MiB of weights llama.cpp repacked into a second buffer (0 where none was)."""
+    return sum(float(m[1]) for m in REPACK_LINE.finditer("".join(log)))
 
 
 def runtime_buffer_bytes(model: Any, spec: ProfileSpec, log: list[str]) -> int:
@@ -264,9 +284,10 @@ def profile_here(spec: ProfileSpec, prompt_ids: list[int]) -> Profile:
         prefill_tps_max=max(prefill),
         decode_tps_median=statistics.median(decode),
         decode_tps_max=max(decode),
-        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        peak_rss_mb=_peak_rss_bytes() / 2**20,
         weight_memory_mb=weight_bytes / 2**20,
         buffers_mb=buffer_bytes / 2**20,
+        repacked_mb=repacked_mib(log),
         load_seconds=load_seconds,
         energy_mj_per_token=mj,
         energy_source=source,
