@@ -8,13 +8,15 @@ the workers follow.
 - ``local-sgd``: local SGD (Stich 2019), plain parameter averaging every tau steps from the first step.
 - ``post-local-sgd``: post-local SGD (Lin et al. 2020), synchronous for the warm-up, then local SGD.
 - ``ddp``: synchronous data parallel, gradients all-reduced every step.
+- ``edit-no-penalty``: EDiT with its pseudo-gradient penalty off (same warm-up, layer-wise sync, Nesterov
+  outer step at momentum 0.8): the control that tells the penalty from DiLoCo's other differences.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from iclrbench.algorithms.local_sgd_training import DistributedTrainer, SyncSpec
+from iclrbench.algorithms.local_sgd_training import DistributedTrainer, EDiTParams, SyncSpec, edit_spec
 from iclrbench.core.algorithm import register_algorithm
 from iclrbench.core.config import param
 from iclrbench.envs.local_sgd_training import TASK_ID
@@ -79,3 +81,15 @@ class SynchronousDDP(DistributedTrainer):
 
     def sync_spec(self) -> SyncSpec:
         return SyncSpec(kind="ddp", tau=self.config.tau)
+
+
+@register_algorithm(task=TASK_ID, name="edit-no-penalty", role="baseline")
+class EDiTWithoutPenalty(DistributedTrainer):
+    """EDiT without the pseudo-gradient penalty (anomaly elimination, weighted averaging, clipping): the
+    plain mean of the pseudo-gradients through EDiT's own outer step, so it differs from EDiT in the penalty
+    alone (DiLoCo also differs in momentum, 0.9 against 0.8)."""
+
+    Params = EDiTParams
+
+    def sync_spec(self) -> SyncSpec:
+        return edit_spec(self.params, self.config, penalty=False)

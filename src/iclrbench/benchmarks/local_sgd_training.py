@@ -56,6 +56,9 @@ from iclrbench.envs.local_sgd_training import TASK_ID, LocalSGDConfig, free_port
 
 CLEAN: dict[str, Any] = {}
 FAULT = {"anomaly": "lr-spike"}
+CORRUPT = {"anomaly": "corrupt"}
+#: the penalty claim's arms: EDiT, its control without the penalty (same sync, same momentum), DiLoCo beside
+PENALTY_ARMS = ("edit", "edit-no-penalty", "diloco")
 SLOW = {"slow_factor": 3.0}
 #: a loss spike above this (nats) is a spike
 SPIKE_NATS = 0.1
@@ -167,35 +170,50 @@ def _by(groups: list[list[RunResult]], overrides: dict[str, Any]) -> dict[str, l
 
 def penalty_requests(budget: str) -> list[RunRequest]:
     s = LocalSGDTask.claim_seeds(budget)
-    return [RunRequest(a, dict(o), s) for o in (FAULT, CLEAN) for a in ("edit", "diloco")]
+    return [RunRequest(a, dict(o), s) for o in (FAULT, CORRUPT, CLEAN) for a in PENALTY_ARMS]
 
 
 def judge_penalty(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """With a worker's learning rate spiking, DiLoCo's loss spike exceeds its own clean run's by more than
-    SPIKE_NATS and EDiT's does not (paired by seed: the clean run is the control, so the bump where local
-    steps begin or ordinary noise is not taken for the fault); without faults, EDiT's final validation
-    loss is no worse than DiLoCo's (paired: the interval of EDiT - DiLoCo lies below +0.02 nats)."""
-    fault, clean = _by(groups, FAULT), _by(groups, CLEAN)
-    for name, runs in (("fault", fault), ("clean", clean)):
-        if len(runs.get("edit", [])) < 2 or len(runs.get("diloco", [])) < 2:
-            return empty(f"{name}: fewer than 2 seeds of edit or diloco")
-    parts = {
-        "diloco: spike with lr-spike - without > 0.1": compare_runs(
-            fault["diloco"], clean["diloco"], "loss_spike", ">", SPIKE_NATS, quantity="spike fault - clean"
-        ),
-        "edit: spike with lr-spike - without < 0.1": compare_runs(
-            fault["edit"], clean["edit"], "loss_spike", "<", SPIKE_NATS, quantity="spike fault - clean"
-        ),
-        "clean: edit - diloco val loss < 0.02": compare_runs(
-            clean["edit"], clean["diloco"], "val_loss", "<", 0.02, quantity="val loss edit - diloco"
-        ),
-    }
+    """Under each fault (a worker's learning rate spiking; a worker fed corrupted batches, the bad data the
+    paper's spikes come from), EDiT without its penalty spikes (its largest rise above its running minimum
+    exceeds its own clean run's by more than SPIKE_NATS) and EDiT with it does not, paired by seed: the
+    control has EDiT's sync and momentum, so only the penalty differs, and each arm's clean run is its
+    baseline. Without faults EDiT's final validation loss is no worse than the control's (the interval of
+    EDiT - control lies below +0.02 nats). DiLoCo's figures are reported beside."""
+    scenarios = ("lr-spike", "corrupt", "clean")  # the order of penalty_requests
+    runs: dict[str, dict[str, list[RunResult]]] = {}
+    for i, name in enumerate(scenarios):
+        block = (*groups, *([[]] * 9))[3 * i : 3 * i + 3]
+        runs[name] = {arm: ok_runs(g) for arm, g in zip(PENALTY_ARMS, block, strict=True)}
+        if len(runs[name]["edit"]) < 2 or len(runs[name]["edit-no-penalty"]) < 2:
+            return empty(f"{name}: fewer than 2 seeds of edit or edit without the penalty")
+    clean = runs["clean"]
+    parts = {}
+    for fault in ("lr-spike", "corrupt"):
+        quantity = "spike fault - clean"
+        parts[f"edit-no-penalty: spike with {fault} - without > {SPIKE_NATS:g}"] = compare_runs(
+            runs[fault]["edit-no-penalty"],
+            clean["edit-no-penalty"],
+            "loss_spike",
+            ">",
+            SPIKE_NATS,
+            quantity=quantity,
+        )
+        parts[f"edit: spike with {fault} - without < {SPIKE_NATS:g}"] = compare_runs(
+            runs[fault]["edit"], clean["edit"], "loss_spike", "<", SPIKE_NATS, quantity=quantity
+        )
+    parts["clean: edit - edit-no-penalty val loss < 0.02"] = compare_runs(
+        clean["edit"], clean["edit-no-penalty"], "val_loss", "<", 0.02, quantity="val loss edit - control"
+    )
+
+    def figure(metric: str, scenario: str) -> dict[str, float | None]:
+        return {a: mean_figure(r, metric) if r else None for a, r in runs[scenario].items()}
+
     return combine(
         parts,
-        loss_spike={n: mean_figure(r, "loss_spike") for n, r in fault.items()},
-        flagged={n: mean_figure(r, "flagged") for n, r in fault.items()},
-        val_loss_clean={n: mean_figure(r, "val_loss") for n, r in clean.items()},
-        val_loss_fault={n: mean_figure(r, "val_loss") for n, r in fault.items()},
+        loss_spike={s: figure("loss_spike", s) for s in scenarios},
+        flagged={s: figure("flagged", s) for s in ("lr-spike", "corrupt")},
+        val_loss={s: figure("val_loss", s) for s in scenarios},
     )
 
 
@@ -255,7 +273,9 @@ def judge_bytes(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]
 # -------------------------------------------------------------------------------------------------- task
 class LocalSGDTask(Task):
     id = TASK_ID
-    version = 1
+    # 2: A-EDiT carries the part of an interval a worker's last whole step did not fill into the next one
+    #    (it dropped it), and the penalty claim has EDiT without its penalty as its control (issue 42)
+    version = 2
     paper = Paper(
         title="EDiT: a local-SGD-based efficient distributed training method for large language models",
         authors="Jialiang Cheng, Ning Gao, Yun Yue, Zhiling Ye, Jiadi Jiang, Jian Sha",
@@ -311,13 +331,15 @@ class LocalSGDTask(Task):
     claims = (
         Claim(
             "penalty-stops-spikes",
-            f"With one worker's learning rate spiking 30x for 20 steps, DiLoCo's validation loss spikes "
+            "With one worker's learning rate spiking 30x for 20 steps, and with one worker fed corrupted "
+            "batches for 20 steps, EDiT without its pseudo-gradient penalty (same sync and momentum) spikes "
             f"(its largest rise above its running minimum exceeds its clean run's by > {SPIKE_NATS} nats) "
-            "and EDiT's does not; without faults EDiT's final validation loss is no worse than DiLoCo's "
-            "(within 0.02 nats, paired).",
+            "and EDiT does not; without faults EDiT's final validation loss is no worse than the control's "
+            "(within 0.02 nats, paired). DiLoCo beside.",
             penalty_requests,
             judge_penalty,
-            expected="reproduced",
+            version=2,
+            expected=None,
         ),
         Claim(
             "a-edit-beats-straggler",

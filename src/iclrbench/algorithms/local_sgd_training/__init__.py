@@ -14,7 +14,8 @@ pseudo-gradient penalty (section 3.2):
 3. gradient clipping of the averaged pseudo-gradient to norm ``phi``;
 
 then a Nesterov outer step (lr 0.7, momentum 0.8) on the global weights, which every worker adopts.
-A-EDiT syncs by elapsed (virtual) time instead of steps, skips a sync when the workers took fewer than
+A-EDiT syncs by elapsed (virtual) time instead of steps (a worker takes the whole steps that fit in an
+interval and carries what is left of it into the next), skips a sync when the workers took fewer than
 ``min_total_steps`` steps together since the last one, and mixes the softmax weights half and half with
 each worker's share of those steps.
 
@@ -134,8 +135,10 @@ class EDiTParams:
     clip: float = param(10.0, "phi: norm the averaged pseudo-gradient is clipped to (per layer)", low=1e-9)
 
 
-def _edit_spec(p: Any, config: LocalSGDConfig, **extra: Any) -> SyncSpec:
-    return SyncSpec(
+def edit_spec(p: Any, config: LocalSGDConfig, **extra: Any) -> SyncSpec:
+    """EDiT's :class:`SyncSpec` from its parameters; ``extra`` overrides or adds fields (A-EDiT's timing, the
+    control without the penalty)."""
+    fields = dict(
         kind="local",
         warmup_steps=config.warmup_steps if p.warmup_steps < 0 else p.warmup_steps,
         tau=p.tau or config.tau,
@@ -148,8 +151,8 @@ def _edit_spec(p: Any, config: LocalSGDConfig, **extra: Any) -> SyncSpec:
         detector_warmup=p.detector_warmup,
         temperature=p.temperature,
         clip=p.clip,
-        **extra,
     )
+    return SyncSpec(**{**fields, **extra})
 
 
 @register_algorithm(task=TASK_ID, name="edit", role="reference")
@@ -159,7 +162,7 @@ class EDiT(DistributedTrainer):
     Params = EDiTParams
 
     def sync_spec(self) -> SyncSpec:
-        return _edit_spec(self.params, self.config)
+        return edit_spec(self.params, self.config)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,7 +184,7 @@ class AEDiT(DistributedTrainer):
     def sync_spec(self) -> SyncSpec:
         p = self.params
         tau = p.tau or self.config.tau
-        return _edit_spec(
+        return edit_spec(
             p,
             self.config,
             by_time=True,

@@ -281,8 +281,11 @@ def train(config: LocalSGDConfig, seed: int, spec: SyncSpec) -> dict[str, Any]:
     if spec.by_time:
         interval = spec.sync_interval
         since = 0
+        carried = 0.0  # time of this worker's interval left over after its last whole step, carried on
         while clock + interval + sync_cost <= budget:
-            todo = int(interval / costs[rank] + 1e-9)
+            available = interval + carried
+            todo = int(available / costs[rank] + 1e-9)
+            carried = max(0.0, available - todo * costs[rank])
             for _ in range(todo):
                 local_step()
             since += todo

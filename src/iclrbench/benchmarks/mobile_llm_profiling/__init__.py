@@ -242,10 +242,11 @@ class MobileLLMTask(Task):
             "small",
             {"model": "smollm2"},
             "SmolLM2-135M-Instruct (Q4_1 de-quantised is its full model), 48 of 131 capital questions with "
-            "gold answers, 24 natural news texts for perplexity, 3 profiling repeats: 47 s a "
-            "configuration (mean of 21) on 2 cores shared with other jobs (load average 5-7), plus the full "
-            "model's answers (torch) once a seed",
-            claims_minutes=28.0,  # bench claims, 2 shared cores (2026-12-05): 16.5 min + 12 min for 3 runs
+            "gold answers, 24 natural news texts for perplexity, 3 profiling repeats: 27-54 s a "
+            "configuration on 2 idle cores (F16 the slowest), plus the full model's answers (torch) once a "
+            "seed",
+            # bench claims -j 2, 2 otherwise idle cores (2026-12-05, v5 and v6): 13.4 min for 24 runs
+            claims_minutes=13.4,
             claim_seeds=(0, 1, 2),
         ),
         "paper": Budget(
