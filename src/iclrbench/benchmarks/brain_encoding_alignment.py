@@ -331,9 +331,9 @@ class BrainEncodingTask(Task):
             {},
             "2,000 images, 800 voxels, 6 feature sets: about 46 CPU-seconds a run; the recovery claim's "
             "runs (6,000 images, 200 voxels, 3 sets, 10 seeds) about 50",
-            # bench claims -j 2 from an empty store: 41.6 min wall (2026-12-05) on 2 cores shared with two
-            # other jobs (load 5-9); its 30 runs took 1,454 CPU-seconds, about 12 min on 2 free cores
-            claims_minutes=41.6,
+            # bench claims -j 2 from an empty store on 2 otherwise idle cores: 13.0 min wall for 30 runs
+            # (2026-12-05; 41.6 min on 2 cores shared with two other jobs, load 5-9)
+            claims_minutes=13.0,
             claim_seeds=tuple(range(5)),
         ),
         "paper": Budget(
