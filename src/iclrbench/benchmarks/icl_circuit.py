@@ -243,13 +243,10 @@ class IclCircuitTask(Task):
             "items. Per seed, once (cached): the unablated and zero-shot passes, ~80 CPU-s; then per run: "
             "yi-to-sq or random-control in the induction quarter ~20 CPU-s (resumed at its first layer), "
             "si-to-yi in all layers ~70 CPU-s, none ~0.3 s; the model loads in ~10-25 s per process. The "
-            "claims: 16.5 CPU-min, 42 min at -j 1 on 2 cores shared with other work, ~9 min at -j 2 on 2 "
-            "free cores",
-            # bench claims -j 1 (one heavy process: the 2 cores were shared with other work, load 7): 42 min
-            # wall, 16.5 CPU-minutes (a seed's two reference passes ~80 CPU-s, yi-to-sq and the random
-            # control resumed at quarter 4 ~20 s each, si-to-yi in all layers ~70 s): ~9 min at -j 2 on 2 free
-            # cores
-            claims_minutes=42.0,
+            "claims: 6.9 min at -j 2 on 2 idle cores",
+            # bench claims -j 2 from an empty store and no cached reference passes, 2 otherwise idle cores
+            # (2026-12-05): 6.9 min wall for 20 runs (42 min at -j 1 on cores shared with other work, load 7)
+            claims_minutes=6.9,
             claim_seeds=tuple(range(5)),
         ),
         "paper": Budget(
