@@ -299,7 +299,9 @@ class LocalSGDTask(Task):
             "small",
             {},
             "2 workers, 300 steps of a 2-block d=64 transformer: ~7 s a run",
-            claims_minutes=4.7,  # bench claims -j 2, 2 cores: 4 min 41 s (2026-12-03)
+            # bench claims -j 2 from an empty store, 2 idle cores (2026-12-05, v2): 12.4 min for 70 runs (the
+            # penalty claim's three arms under two faults and clean are 45 of them)
+            claims_minutes=12.4,
             claim_seeds=tuple(range(5)),
         ),
         "paper": Budget(
@@ -339,7 +341,9 @@ class LocalSGDTask(Task):
             penalty_requests,
             judge_penalty,
             version=2,
-            expected=None,
+            # small, v2 (2026-12-05): spikes above clean, no penalty 0.79 (lr) and 0.40 (corrupt), EDiT
+            # 0.011 and 0.015; clean EDiT - control +0.0003 nats
+            expected="reproduced",
         ),
         Claim(
             "a-edit-beats-straggler",
