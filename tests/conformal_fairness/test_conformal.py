@@ -85,7 +85,8 @@ def test_lambda_hat_is_never_below_q_hat_and_meets_the_target_on_calibration(met
         )
         assert np.all(lam >= q_hat)
         # where feasible, the calibration-set rates themselves (inside the bounds) meet the target
-        if feasible.all() and metric not in ("predictive_parity",):
+        # (predictive parity too: the test-time |PPV - prior| spread is at most the signed one bracketed)
+        if feasible.all():
             sets = cp.prediction_sets(s, lam)
             violation = cp.fairness_violation(metric, sets, labels, groups, 3, 2)
             assert cp.satisfied(metric, violation, c)
@@ -162,3 +163,27 @@ def test_split_and_mondrian_cp_match_crepes() -> None:
     ours = s[test] <= q[groups[test]][:, None]
     theirs = mondrian.predict_set(s[test], bins=groups[test], confidence=0.9, smoothing=False).astype(bool)
     assert np.array_equal(ours, theirs)
+
+
+def test_predictive_parity_of_a_known_example_is_ppv_less_prior() -> None:
+    # group 0: label 1 held by points 0, 1, 3 (two of them Y = 1), prior 2/4 -> |2/3 - 1/2| = 1/6
+    # group 1: label 1 held by points 4, 7 (both Y = 1), prior 2/4 -> |1 - 1/2| = 1/2
+    sets = np.array([[1, 1], [1, 1], [1, 0], [1, 1], [0, 1], [1, 0], [1, 0], [0, 1]], bool)
+    labels = np.array([1, 1, 0, 0, 1, 0, 0, 1])
+    groups = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    rate, n = cp.group_coverages("predictive_parity", sets, labels, groups, 1, 2)
+    assert rate == pytest.approx([1 / 6, 1 / 2]) and n.tolist() == [4, 4]
+    assert cp.fairness_violation("predictive_parity", sets, labels, groups, 2, 2) == pytest.approx(1 / 3)
+
+
+def test_predictive_parity_bracket_holds_the_calibration_rate() -> None:
+    # the Bayes bracket of PPV - prior contains the calibration set's own PPV - prior at every candidate
+    s, labels, groups = _problem(3, n=200)
+    lams = np.quantile(s[:, 1], [0.2, 0.5, 0.8])
+    for g in range(2):
+        in_g = groups == g
+        lower, upper = cp._pp_bounds(s[in_g, 1], labels[in_g] == 1, lams)
+        for lam, lo, hi in zip(lams, lower, upper, strict=True):
+            holds = s[in_g, 1] <= lam
+            ppv = (holds & (labels[in_g] == 1)).sum() / holds.sum()
+            assert lo <= ppv - (labels[in_g] == 1).mean() <= hi

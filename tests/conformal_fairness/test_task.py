@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from iclrbench import runner
-from iclrbench.benchmarks.conformal_fairness import judge_control, judge_lambda, judge_size
+from iclrbench.benchmarks.conformal_fairness import (
+    C_GRID,
+    GRID_SCENARIOS,
+    judge_control,
+    judge_grid,
+    judge_lambda,
+)
 from iclrbench.core.result import RunResult
 from iclrbench.envs.conformal_fairness import data as fairness_data
 from iclrbench.testing import fake_runs
@@ -152,7 +158,6 @@ def test_claim_judges_can_say_yes_and_no() -> None:
     )
     assert judge_control(good)[0] == "reproduced"
     assert judge_lambda(good)[0] == "reproduced"
-    assert judge_size(good)[0] == "reproduced"
     bad = _scenario_runs(
         {
             "split-cp": {**base, "fairness_violation": 0.28},
@@ -162,7 +167,6 @@ def test_claim_judges_can_say_yes_and_no() -> None:
     )
     assert judge_control(bad)[0] == "not_reproduced"
     assert judge_lambda(bad)[0] == "not_reproduced"
-    assert judge_size(bad)[0] == "not_reproduced"
     assert judge_control([[] for _ in good])[0] == "inconclusive"
     # a scenario where split CP already meets c tests nothing: no verdict, whatever the others do
     met = _scenario_runs(
@@ -172,7 +176,7 @@ def test_claim_judges_can_say_yes_and_no() -> None:
             "mondrian-cp": {**base, "fairness_violation": 0.3, "set_size": 1.2},
         }
     )
-    assert judge_control(met)[0] == "inconclusive" and judge_size(met)[0] == "inconclusive"
+    assert judge_control(met)[0] == "inconclusive"
     # thresholds never below q_hat, but coverage under 1 - alpha: marginal coverage was given up
     undercovered = _scenario_runs(
         {
@@ -182,3 +186,32 @@ def test_claim_judges_can_say_yes_and_no() -> None:
         }
     )
     assert judge_lambda(undercovered)[0] == "not_reproduced"
+
+
+def _grid_runs(
+    split_violation: float, fair_violation: float, coverage: float = 0.91
+) -> list[list[RunResult]]:
+    """Split CP and Conformal Fairness at every (scenario, c) of the grid: each cell's violations are the
+    given offsets above its c (so a cell's verdict depends on the offset, not on c)."""
+    groups = []
+    for _scenario in GRID_SCENARIOS:
+        for c in C_GRID:
+            for name, violation in (("split-cp", split_violation), ("cf-framework", fair_violation)):
+                values = {"fairness_violation": c + violation, "coverage": coverage}
+                config = {"c": c, "alpha": 0.1, "resplits": 20}
+                runs = fake_runs(TASK, name, (0, 1, 2), {**values, "satisfied_fraction": 0.5}, config=config)
+                for run, shift in zip(runs, (-0.004, 0.0, 0.004), strict=True):
+                    run.metrics["fairness_violation"] += shift
+                groups.append(runs)
+    return groups
+
+
+def test_grid_judge_says_yes_no_and_nothing() -> None:
+    assert judge_grid(_grid_runs(0.15, 0.0))[0] == "reproduced"
+    # negative controls: Conformal Fairness no better than split CP, or coverage given up
+    assert judge_grid(_grid_runs(0.15, 0.15))[0] == "not_reproduced"
+    assert judge_grid(_grid_runs(0.15, 0.0, coverage=0.85))[0] == "not_reproduced"
+    # split CP meets every c: no cell is testable, so no verdict however bad Conformal Fairness is
+    verdict, details = judge_grid(_grid_runs(-0.03, 0.15))
+    assert verdict == "inconclusive" and "nothing is enforced" in details["reason"]
+    assert judge_grid([[] for _ in _grid_runs(0.15, 0.0)])[0] == "inconclusive"

@@ -25,7 +25,7 @@ import numpy as np
 
 from iclrbench.algorithms.conformal_fairness import conformal as cp
 from iclrbench.core.algorithm import Algorithm
-from iclrbench.core.decision import Evidence, combine, compare_runs, empty, mean_figure, threshold
+from iclrbench.core.decision import Evidence, combine, empty, mean_figure, threshold
 from iclrbench.core.result import RunResult
 from iclrbench.core.seeding import rng_for
 from iclrbench.core.task import (
@@ -54,9 +54,17 @@ SCENARIOS = (
     {"dataset": "synthetic", "metric": "demographic_parity"},
     {"dataset": "adult", "sensitive": "sex", "metric": "demographic_parity"},
 )
-#: set sizes compared at comparable violation: under overall accuracy equality (equal coverage of the true
-#: label per group), the notion Mondrian CP itself equalises
-SIZE_SCENARIOS = tuple({**s, "metric": "overall_accuracy_equality"} for s in SCENARIOS)
+#: the paper's control claim (section 5, its figures of violation against c): the chosen notion is met at
+#: each target c, with the coverage guarantee kept, on graph data with a GNN under equalized odds and on
+#: tabular data (Adult by sex; the paper's ACSIncome does not load offline)
+GRID_SCENARIOS = (
+    {"dataset": "sbm", "metric": "equalized_odds"},
+    {"dataset": "adult", "sensitive": "sex", "metric": "equalized_odds"},
+)
+C_GRID = (0.05, 0.1, 0.15, 0.2)
+#: the slack on the mean violation: Conformal Fairness brackets the calibration rates, so the test-half
+#: violation sits around c, not below it (the share of resplits meeting c is reported beside each verdict)
+SLACK = 0.02
 
 
 def resplit(pool: Pool, config: ConformalFairnessConfig, seed: int, r: int) -> tuple[Any, Any]:
@@ -84,8 +92,19 @@ def scenario_requests(budget: str, scenarios: tuple[dict[str, str], ...] = SCENA
     return [RunRequest(name, scenario, seeds) for scenario in scenarios for name in TRIO]
 
 
-def size_requests(budget: str) -> list[RunRequest]:
-    return scenario_requests(budget, SIZE_SCENARIOS)
+def grid_requests(budget: str) -> list[RunRequest]:
+    """Split CP and Conformal Fairness at every c of :data:`C_GRID` in every :data:`GRID_SCENARIOS`."""
+    seeds = ConformalFairnessTask.claim_seeds(budget)
+    return [
+        RunRequest(name, {**scenario, "c": c}, seeds)
+        for scenario in GRID_SCENARIOS
+        for c in C_GRID
+        for name in ("split-cp", "cf-framework")
+    ]
+
+
+def _label(scenario: dict[str, Any]) -> str:
+    return scenario["dataset"] + (f"/{scenario['sensitive']}" if "sensitive" in scenario else "")
 
 
 def _by_scenario(
@@ -95,8 +114,7 @@ def _by_scenario(
     out = []
     for i, scenario in enumerate(scenarios):
         trio = groups[3 * i : 3 * i + 3]
-        label = scenario["dataset"] + (f"/{scenario['sensitive']}" if "sensitive" in scenario else "")
-        out.append((label, {n: ok_runs(g) for n, g in zip(TRIO, trio, strict=False)}))
+        out.append((_label(scenario), {n: ok_runs(g) for n, g in zip(TRIO, trio, strict=False)}))
     return out
 
 
@@ -172,44 +190,53 @@ def judge_lambda(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
     return combine(parts, runs=len(fair))
 
 
-def judge_size(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
-    """Per scenario of :data:`SIZE_SCENARIOS` (overall accuracy equality) where split CP's violation lies
-    above c (else inconclusive: Conformal Fairness then keeps q_hat), paired by seed: Conformal Fairness's
-    mean set size is smaller than Mondrian CP's; violations and the price over split CP reported."""
-    parts, figures = {}, {}
-    for label, runs in _by_scenario(groups, SIZE_SCENARIOS):
-        fair, mondrian, split = runs["cf-framework"], runs["mondrian-cp"], runs["split-cp"]
-        if len(fair) < 2 or len(mondrian) < 2 or len(split) < 2:
-            return empty(f"{label}: fewer than 2 seeds of split-cp, cf-framework or mondrian-cp")
-        c = fair[0].config["c"]
-        precondition = threshold(
-            [r.metrics["fairness_violation"] for r in split], ">", c, quantity="split-cp violation"
-        )
-        figures[label] = {
-            "set_size_price_over_split_cp": round(
-                mean_figure(fair, "set_size") - mean_figure(split, "set_size"), 4
-            ),
-            "violation": {n: mean_figure(rs, "fairness_violation") for n, rs in runs.items()},
-            "set_size": {n: mean_figure(rs, "set_size") for n, rs in runs.items()},
-        }
-        if (
-            precondition.verdict != "reproduced"
-        ):  # both meet c at q_hat: no fairness to buy, nothing to compare
-            return "inconclusive", {
-                "reason": f"{label}: split CP already meets c, so Conformal Fairness keeps q_hat",
-                f"{label}: split-cp violation > c": precondition.as_dict(),
-                **figures,
+def judge_grid(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """Per scenario of :data:`GRID_SCENARIOS` and each c of :data:`C_GRID` where split CP's mean violation
+    lies above c (a cell where split CP already meets c tests nothing, and is reported as such): Conformal
+    Fairness's mean violation is at most c + :data:`SLACK` and its marginal coverage at least
+    1 - alpha - 0.005 (Student-t over seeds). Every testable cell is required, and each scenario needs one;
+    the share of resplits meeting c exactly is reported beside every cell."""
+    parts, cells = {}, {}
+    for i, scenario in enumerate(GRID_SCENARIOS):
+        label, testable = _label(scenario), 0
+        for j, c in enumerate(C_GRID):
+            k = 2 * (i * len(C_GRID) + j)
+            split, fair = ok_runs(groups[k]), ok_runs(groups[k + 1])
+            if len(split) < 2 or len(fair) < 2:
+                return empty(f"{label} at c={c:g}: fewer than 2 seeds of split-cp or cf-framework")
+            alpha = fair[0].config["alpha"]
+            cell = f"{label} c={c:g}"
+            figures = ("fairness_violation", "satisfied_fraction", "coverage")
+            cells[cell] = {
+                name: {m: mean_figure(rs, m) for m in figures}
+                for name, rs in (("split-cp", split), ("cf-framework", fair))
             }
-        parts[f"{label}: set size cf-framework - mondrian-cp < 0"] = compare_runs(
-            fair, mondrian, "set_size", "<", quantity="set size CF - Mondrian"
-        )
-    return combine(parts, **figures)
+            precondition = threshold(
+                [r.metrics["fairness_violation"] for r in split], ">", c, quantity="split-cp violation"
+            )
+            cells[cell]["testable"] = precondition.verdict == "reproduced"
+            if not cells[cell]["testable"]:  # split CP meets c (or may): no fairness to enforce here
+                continue
+            testable += 1
+            parts[f"{cell}: cf-framework violation <= c + {SLACK:g}"] = threshold(
+                [r.metrics["fairness_violation"] for r in fair], "<=", c + SLACK, quantity="violation"
+            )
+            parts[f"{cell}: cf-framework coverage >= 1 - alpha - 0.005"] = threshold(
+                [r.metrics["coverage"] for r in fair], ">=", 1 - alpha - 0.005, quantity="coverage"
+            )
+        if testable == 0:
+            return "inconclusive", {
+                "reason": f"{label}: split CP's violation is not above c at any c, so nothing is enforced",
+                "cells": cells,
+            }
+    return combine(parts, cells=cells)
 
 
 # ------------------------------------------------------------------------------------------------ task
 class ConformalFairnessTask(Task):
     id = TASK_ID
-    version = 1
+    # 2: predictive parity bracketed and measured as the paper's code does (PPV - prior, by Bayes; issue 42)
+    version = 2
     paper = Paper(
         title="A generic framework for conformal fairness",
         authors="Aditya T. Vadlamani, Anutam Srinivasan, Pranav Maneriker, Ali Payani, Srinivasan "
@@ -219,7 +246,10 @@ class ConformalFairnessTask(Task):
     summary = (
         "Conformal prediction sets whose coverage gap between sensitive groups is controlled (demographic "
         "parity, equal opportunity, ... ) on Adult, COMPAS, German credit, a synthetic population and a GCN "
-        "on an SBM graph, against split, Mondrian, class-conditional CP and BatchGCP."
+        "on an SBM graph, against split, Mondrian, class-conditional CP and BatchGCP. Departures: the "
+        "paper's ACSIncome and graphs (Pokec, Credit: 30-67k nodes) do not load offline, so Adult and a "
+        "2,000-node SBM stand in (its 500 test nodes put the equalized-odds gap's sampling noise near "
+        "c = 0.05); predictive parity is the paper code's, |PPV - prior| per group with its Bayes bracket."
     )
     Config = ConformalFairnessConfig
     budgets = {  # noqa: RUF012  (read-only class data, as in Task)
@@ -280,15 +310,18 @@ class ConformalFairnessTask(Task):
             expected="reproduced",
         ),
         Claim(
-            "smaller-than-mondrian",
-            "Under overall accuracy equality (the group coverage Mondrian CP equalises), where split CP "
-            "violates c, Conformal Fairness's sets are smaller than Mondrian (group-conditional) CP's; the "
-            "violations and the price in set size over split CP are reported.",
-            size_requests,
-            judge_size,
-            # measured: under overall accuracy equality split CP already meets c on both scenarios, so
-            # Conformal Fairness keeps q_hat and its sets equal split CP's, within 0.0005 of Mondrian's
-            expected="inconclusive",
+            "controls-at-each-c",
+            f"Equalized odds is controlled at each c of {', '.join(f'{c:g}' for c in C_GRID)} on graph data "
+            "with a GCN (SBM) and on tabular data (Adult by sex): wherever split CP's violation exceeds c, "
+            f"Conformal Fairness's mean violation is <= c + {SLACK:g} with marginal coverage >= 1 - alpha - "
+            "0.005 (paper, section 5: violation under each c, coverage kept); the share of resplits meeting "
+            "c is reported beside each cell.",
+            grid_requests,
+            judge_grid,
+            # small, 2026-12-05: Adult met c at 0.05, 0.1, 0.15 (0.053, 0.103, 0.152; split CP 0.198); the
+            # SBM graph's EO gap is only 0.095 under split CP, and at c = 0.05 Conformal Fairness left 0.086
+            # (0.076 to 0.098): its 500 test nodes put the gap's sampling noise near c (issue 42's note)
+            expected="not_reproduced",
         ),
     )
 

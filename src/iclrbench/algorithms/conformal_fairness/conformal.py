@@ -9,8 +9,10 @@ filter selects calibration points (:data:`FILTERS`); the share of them whose set
 candidate ``lam`` is bracketed by the finite-sample interval ``[k/(n+1), (k+1)/(n+1)]`` (``k`` of the ``n``
 selected scores at or below ``lam``, the exchangeability bound of Lemma 4.1); a ``lam`` is fair for ``y``
 when the widest gap between groups, ``max_g upper - min_g lower``, is at most ``c`` (for disparate impact:
-``min_g lower / max_g upper >= c``). The class-wise ``lam_hat[y]`` is the smallest fair candidate at or
-above the split-CP quantile ``q_hat``, so marginal coverage is never given up (Theorem 4.2).
+``min_g lower / max_g upper >= c``; for predictive parity the bracket of ``PPV - prior`` the paper's code
+builds by Bayes from three such intervals, :func:`_pp_bounds`). The class-wise ``lam_hat[y]`` is the
+smallest fair candidate at or above the split-CP quantile ``q_hat``, so marginal coverage is never given
+up (Theorem 4.2).
 
 :func:`fair_thresholds` evaluates every candidate at once: each (group, label) selection is sorted once and
 every candidate is located by ``searchsorted``. :func:`fair_thresholds_loop` is the paper code's loop
@@ -99,7 +101,7 @@ def group_coverages(
         hit = true_label_scores(sets.astype(np.int8), labels).astype(bool)
         chosen = np.ones(len(labels), bool)
     elif metric == "predictive_parity":
-        hit, chosen = labels == y, sets[:, y]
+        return _ppv_less_prior(sets, labels, groups, y, n_groups)
     else:
         hit = sets[:, y]
         chosen = np.ones(len(labels), bool) if (sel := _selection(metric, labels, y)) is None else sel
@@ -107,6 +109,21 @@ def group_coverages(
     k = np.bincount(groups[chosen & hit], minlength=n_groups)
     with np.errstate(invalid="ignore", divide="ignore"):
         return k / n, n
+
+
+def _ppv_less_prior(sets: Array, labels: Array, groups: Array, y: int, n_groups: int) -> tuple[Array, Array]:
+    """Predictive parity's per-group rate as the paper's code measures it (``utils.py``, its predictive
+    parity branch): ``|PPV_g - prior_g|`` with ``PPV_g = TPR_g prior_g / P_g[y in C]`` (Bayes) and
+    ``prior_g = P_g[Y = y]``; counts are the group's sizes (NaN where a group holds no set with ``y``)."""
+    n = np.bincount(groups, minlength=n_groups)
+    positives = np.bincount(groups[labels == y], minlength=n_groups)
+    holds = np.bincount(groups[sets[:, y]], minlength=n_groups)
+    hits = np.bincount(groups[sets[:, y] & (labels == y)], minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prior = positives / n
+        ppv = (hits / positives) * prior / (holds / n)
+        rate = np.where(holds > 0, np.abs(ppv - prior), np.nan)
+    return rate, n
 
 
 def fairness_violation(
@@ -169,13 +186,21 @@ def _fair_mask(lower: Array, upper: Array, metric: str, c: float) -> Array:
 
 
 def _pp_bounds(scores_y: Array, hit: Array, lams: Array) -> tuple[Array, Array]:
-    """Predictive parity in one group: among points whose score for ``y`` is ``<= lam`` (the set holds
-    ``y``), the share with ``Y = y``, bracketed ``[k/(m+1), (k+1)/(m+1)]`` with ``m`` selected."""
-    order = np.argsort(scores_y, kind="stable")
-    s, positives = scores_y[order], np.concatenate([[0], np.cumsum(hit[order])])
-    m = np.searchsorted(s, lams, side="right")
-    k = positives[m]
-    return k / (m + 1), np.minimum((k + 1) / (m + 1), 1.0)
+    """Predictive parity in one group, bracketed as the paper's code does (``_satisfies_lambda_pp``): by
+    Bayes, ``PPV = TPR prior / P[y in C]``, from the brackets of the true-positive rate (the equal
+    opportunity selection), of ``P[y in C]`` (the demographic parity one) and of the prior ``P[Y = y]``
+    (``[k/(n+1), (k+1)/(n+1)]`` each), and the quantity bracketed is ``PPV - prior``:
+    ``[TPR_lo prior_lo / DP_hi - prior_hi, TPR_hi prior_hi / DP_lo - prior_lo]`` (``inf`` where no point's
+    set holds ``y``: such a candidate is never fair)."""
+    n = len(scores_y)
+    tpr_lo, tpr_hi = _rate_bounds(np.sort(scores_y[hit]), lams)
+    dp_lo, dp_hi = _rate_bounds(np.sort(scores_y), lams)
+    prior_lo = hit.sum() / (n + 1)
+    prior_hi = prior_lo + 1 / (n + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ppv_hi = np.where(dp_lo > 0, tpr_hi * prior_hi / dp_lo, np.inf)
+        ppv_lo = tpr_lo * prior_lo / dp_hi
+    return ppv_lo - prior_hi, ppv_hi - prior_lo
 
 
 def _label_passes(
@@ -262,10 +287,15 @@ def _rates_by_counting(
     rebuilt, the selection re-sliced and compared with ``lam``): written apart from the vectorised path
     so that each checks the other."""
     in_g = groups == g
-    if metric == "predictive_parity":
-        holds = in_g & (cal_score[:, y] <= lam)
-        m, k = int(holds.sum()), int((holds & (labels == y)).sum())
-        return k / (m + 1), min((k + 1) / (m + 1), 1.0)
+    if metric == "predictive_parity":  # Bayes from three brackets, point by point (see _pp_bounds)
+        n, positive = int(in_g.sum()), in_g & (labels == y)
+        m, tp = int(positive.sum()), int((positive & (cal_score[:, y] <= lam)).sum())
+        held = int((in_g & (cal_score[:, y] <= lam)).sum())
+        prior_lo, prior_hi = m / (n + 1), (m + 1) / (n + 1)
+        tpr_lo, tpr_hi = tp / (m + 1), min((tp + 1) / (m + 1), 1.0)
+        dp_lo, dp_hi = held / (n + 1), min((held + 1) / (n + 1), 1.0)
+        ppv_hi = tpr_hi * prior_hi / dp_lo if dp_lo > 0 else math.inf
+        return tpr_lo * prior_lo / dp_hi - prior_hi, ppv_hi - prior_lo
     if metric == "overall_accuracy_equality":
         chosen = cal_score[in_g, labels[in_g]] if in_g.any() else np.empty(0)
     elif metric == "equal_opportunity":

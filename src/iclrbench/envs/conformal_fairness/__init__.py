@@ -32,8 +32,9 @@ DATASETS = tuple(SENSITIVE)
 #: demographic parity and disparate impact: every point of ``g`` (P[y in C | G=g]);
 #: equal opportunity: ``Y = y`` (true-positive rate); predictive equality: ``Y != y`` (false-positive
 #: rate); equalized odds: both of those; overall accuracy equality: every point of ``g``, at its true label
-#: (group coverage, one threshold for all labels); predictive parity: the points whose set contains ``y``,
-#: the share with ``Y = y`` (positive predictive value).
+#: (group coverage, one threshold for all labels); predictive parity: as the paper's code, ``PPV - prior``
+#: per group (``PPV = P[Y = y | y in C]`` by Bayes from the true-positive rate, ``P[y in C]`` and the prior
+#: ``P[Y = y]``), so groups are compared on how far their sets lift the share of ``y`` above its base rate.
 FILTERS = (
     "demographic_parity",
     "equal_opportunity",
