@@ -4,7 +4,7 @@ local-SGD methods EDiT is compared with, each a :class:`~iclrbench.algorithms.lo
 the workers follow.
 
 - ``diloco``: DiLoCo (Douillard et al. 2023), the plain mean of the pseudo-gradients through a Nesterov
-  outer step, on EDiT's layer-wise sync without its penalty.
+  outer step, syncing the whole model at once (charged its whole transfer), without EDiT's penalty.
 - ``local-sgd``: local SGD (Stich 2019), plain parameter averaging every tau steps from the first step.
 - ``post-local-sgd``: post-local SGD (Lin et al. 2020), synchronous for the warm-up, then local SGD.
 - ``ddp``: synchronous data parallel, gradients all-reduced every step.
@@ -32,8 +32,10 @@ class DiLoCoParams:
 
 @register_algorithm(task=TASK_ID, name="diloco", role="baseline")
 class DiLoCo(DistributedTrainer):
-    """DiLoCo: the plain mean of the pseudo-gradients through a Nesterov outer step; no penalty. Its sync
-    is the same layer-wise one as EDiT's, so the two differ only in the penalty and the momentum."""
+    """DiLoCo: the plain mean of the pseudo-gradients through a Nesterov outer step; no penalty. It syncs
+    the whole model at once after its tau inner steps, so the clock charges the whole transfer (EDiT's
+    layer-wise sync hides behind the forward pass); the same outer step as EDiT's otherwise, with momentum
+    0.9 against 0.8."""
 
     Params = DiLoCoParams
 

@@ -177,6 +177,25 @@ def collective_cost(nbytes: float, config: LocalSGDConfig) -> float:
     return nbytes / 1e6 / config.link_mb_per_unit
 
 
+#: the forward pass's share of a training step's cost (the backward pass costs about twice the forward)
+FORWARD_SHARE = 1.0 / 3.0
+
+
+def layerwise_sync_time(transfers: list[float], forwards: list[float]) -> float:
+    """Virtual time a layer-wise sync adds to the forward pass it runs in (EDiT, section 3.1 and its
+    figure 2: each module's parameters are synced just before the module computes, so a module's transfer
+    overlaps the forward computation of the modules before it). One link: module ``j``'s collective starts
+    when module ``j - 1``'s has finished; module ``j`` computes once its own collective and module
+    ``j - 1``'s forward are done. Returns the pipeline's length less the forward's own ``sum(forwards)``:
+    the whole transfer when there is no computation to hide behind, never less than the first module's
+    transfer (nothing runs before it) nor than the transfer beyond the compute it can hide behind."""
+    link = compute = 0.0
+    for transfer, forward in zip(transfers, forwards, strict=True):
+        link += transfer
+        compute = max(compute, link) + forward
+    return compute - sum(forwards)
+
+
 # ------------------------------------------------------------------------------------------------- model
 def make_model(config: LocalSGDConfig) -> Any:
     """The small causal transformer (seeded by the caller's torch.manual_seed)."""

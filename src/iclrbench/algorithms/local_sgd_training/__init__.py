@@ -56,6 +56,10 @@ class SyncSpec:
     sync_interval: float = 0.0  # 0: tau nominal steps
     min_total_steps: int = 0
     step_weight: float = 0.0  # share of the step-share weights mixed into the softmax weights
+    # EDiT's schedule: each module's sync overlaps the forward computation before it (charged by
+    # envs.local_sgd_training.layerwise_sync_time); False: the whole model is synced at once, then training
+    # resumes (DiLoCo, local SGD), and the clock charges the whole transfer
+    layerwise: bool = False
 
 
 class EwmaDetector:
@@ -146,6 +150,7 @@ def edit_spec(p: Any, config: LocalSGDConfig, **extra: Any) -> SyncSpec:
         momentum=p.momentum,
         nesterov=True,
         penalty=True,
+        layerwise=True,
         ewma_alpha=p.ewma_alpha,
         z_threshold=p.z_threshold,
         detector_warmup=p.detector_warmup,

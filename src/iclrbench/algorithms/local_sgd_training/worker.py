@@ -12,9 +12,12 @@ environment), so the same entry point runs under the task's driver or under ``to
 writes one per run; rank 0 writes the result). Under the driver (``ICLRBENCH_DIE_WITH_PARENT=1``) a worker
 dies with the process that started it, so a ``kill -9`` of the driver leaves no worker, port or socket.
 
-Sync (EDiT's layer-wise scheme): when a sync is due, every module's forward pre-hook syncs that module's
-parameters just before the module runs, during the forward pass that evaluates the synced model on the
-validation set, so a layer's collective overlaps the previous layers' computation.
+Sync: when a sync is due, every module's forward pre-hook syncs that module's parameters just before the
+module runs, during the forward pass that evaluates the synced model on the validation set. The virtual
+clock charges it by the method's schedule: EDiT's layer-wise sync (``SyncSpec.layerwise``) overlaps each
+module's collective with the forward computation of the modules before it, so only the transfer beyond that
+compute is charged (:func:`iclrbench.envs.local_sgd_training.layerwise_sync_time`); a whole-model sync
+(DiLoCo, local SGD) is charged its whole transfer.
 """
 
 from __future__ import annotations
@@ -34,11 +37,13 @@ import numpy as np
 from iclrbench.algorithms.local_sgd_training import EwmaDetector, SyncSpec, softmax_weights
 from iclrbench.core.seeding import seed_for
 from iclrbench.envs.local_sgd_training import (
+    FORWARD_SHARE,
     TASK_ID,
     Chain,
     LocalSGDConfig,
     World,
     collective_cost,
+    layerwise_sync_time,
     make_model,
     make_world,
     parameter_bytes,
@@ -85,6 +90,7 @@ class OuterSync:
         ]
         self.pending: set[int] = set()
         self.shares: list[float] | None = None
+        self.moved = [0] * len(modules)  # bytes each module's last sync sent (weights and control)
         self.flagged = 0
         for j, module in enumerate(modules):
             module.register_forward_pre_hook(self._hook(j))
@@ -107,7 +113,9 @@ class OuterSync:
         def hook(module: Any, args: Any) -> None:
             if j in self.pending:
                 self.pending.discard(j)
+                before = self.comm.bytes + self.comm.control_bytes
                 self.sync(j)
+                self.moved[j] = self.comm.bytes + self.comm.control_bytes - before
 
         return hook
 
@@ -275,8 +283,25 @@ def train(config: LocalSGDConfig, seed: int, spec: SyncSpec) -> dict[str, Any]:
     outer = OuterSync(list(model), spec, comm)
     outer.start(average=config.anomaly != "none" and config.anomaly_start < spec.warmup_steps)
     warm_bytes, warm_steps = comm.bytes, step
-    # a sync's traffic, charged on the clock: the weights, and the norms / step counts that steer it
-    sync_cost = collective_cost(model_bytes + 8 * len(list(model)) * int(spec.penalty) + 8, config)
+    modules = list(model)
+    shares = [parameter_bytes(m) / model_bytes for m in modules]
+
+    def sync_time(moved: list[int]) -> float:
+        """Virtual time of a sync that sent ``moved`` bytes per module (weights and the control scalars),
+        by the method's schedule; the forward it overlaps runs at the slowest worker's pace, each module's
+        share of it in proportion to its parameters (a matrix product's FLOPs per token; the embedding's
+        lookup is cheaper than that, so the compute ahead of the first block is a little overstated)."""
+        transfers = [collective_cost(b, config) for b in moved]
+        if not spec.layerwise:
+            return sum(transfers)
+        return layerwise_sync_time(transfers, [max(costs) * FORWARD_SHARE * share for share in shares])
+
+    # what a sync costs before it runs (the budget's guard): the weights, a norm per module and worker
+    # (EDiT's penalty) and the step counts (A-EDiT)
+    sync_cost = sync_time(
+        [parameter_bytes(m) + 8 * int(spec.penalty) for m in modules[:-1]]
+        + [parameter_bytes(modules[-1]) + 8 * int(spec.penalty) + 8]
+    )
     syncs = skipped = 0
     if spec.by_time:
         interval = spec.sync_interval
@@ -295,12 +320,11 @@ def train(config: LocalSGDConfig, seed: int, spec: SyncSpec) -> dict[str, Any]:
             if sum(counts) < spec.min_total_steps:
                 skipped += 1
                 continue
-            before = comm.bytes
             outer.request([c / sum(counts) for c in counts])
             tick = time.perf_counter()
             evaluate()  # the hooks sync each module before it runs
             sync_wall.append(time.perf_counter() - tick)
-            clock += collective_cost(comm.bytes - before, config)
+            clock += sync_time(outer.moved)
             trace.clock[-1] = clock
             syncs += 1
             since = 0
@@ -311,12 +335,11 @@ def train(config: LocalSGDConfig, seed: int, spec: SyncSpec) -> dict[str, Any]:
                 local_step()
             mean_steps = float(step)
             clock += round_time
-            before = comm.bytes
             outer.request()
             tick = time.perf_counter()
             evaluate()  # the hooks sync each module before it runs
             sync_wall.append(time.perf_counter() - tick)
-            clock += collective_cost(comm.bytes - before, config)
+            clock += sync_time(outer.moved)
             trace.clock[-1] = clock
             syncs += 1
     flagged = sum(_gather_int(comm, outer.flagged))
