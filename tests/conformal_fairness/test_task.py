@@ -126,7 +126,7 @@ def test_a_filter_without_points_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
     assert env.unsupported(german) is None
     # a group whose points all have label 0: equal opportunity (Y = 1 within the group) selects none of them,
     # demographic parity (every point of the group) still has its points
-    monkeypatch.setattr(env, "_strata", lambda dataset, attribute: np.array([[300, 500], [80, 0]]))
+    monkeypatch.setattr(env, "_strata", lambda dataset, attribute, nodes: np.array([[300, 500], [80, 0]]))
     assert "group 1 has no calibration point of label 1" in (env.unsupported(german) or "")
     parity = env.ConformalFairnessConfig(dataset="german", metric="demographic_parity")
     assert env.unsupported(parity) is None

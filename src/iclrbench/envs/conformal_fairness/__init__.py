@@ -69,6 +69,13 @@ class ConformalFairnessConfig:
     resplits: int = param(20, "calibration / test resplits of one fitted model (>= 20)", low=20, high=10_000)
     calibration_fraction: float = param(0.5, "share of the held-out pool used for calibration")
     train_fraction: float = param(0.5, "share of the data the base model is fitted on")
+    graph_nodes: int = param(
+        20_000,
+        "sbm: nodes of the graph (the paper's Pokec and Credit graphs have 30-67k; at 2,000 a test half's "
+        "minority cells hold ~25 nodes, and a rate's sampling noise, ~0.04, is near c)",
+        low=200,
+        high=1_000_000,
+    )
 
     def __post_init__(self) -> None:
         for name in ("alpha", "c", "calibration_fraction", "train_fraction"):
@@ -148,7 +155,7 @@ def _graph_pool(config: ConformalFairnessConfig, seed: int) -> Pool:
 
     from iclrbench.models.torch_threads import one_torch_thread
 
-    graph = sbm_graph(rng_for(seed, TASK_ID, "sbm"))
+    graph = sbm_graph(rng_for(seed, TASK_ID, "sbm"), nodes=config.graph_nodes)
     data = graph.data
     rng = rng_for(seed, TASK_ID, "fit")
     fit, held = stratified_split(data.y, data.groups, config.train_fraction, rng)
@@ -196,6 +203,8 @@ def pool_key(config: ConformalFairnessConfig, seed: int) -> str:
     """What determines a fitted model's held-out probabilities."""
     key = {"v": 1, "dataset": config.dataset, "attribute": config.attribute, "seed": seed,
            "train_fraction": config.train_fraction}  # fmt: skip
+    if config.dataset == "sbm":
+        key.update(v=2, nodes=config.graph_nodes)  # v2: edges drawn per block, group 1's noise 8x
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -223,10 +232,10 @@ def held_out_pool(config: ConformalFairnessConfig, seed: int) -> Pool:
 
 
 @functools.cache
-def _strata(dataset: str, attribute: str) -> np.ndarray:
+def _strata(dataset: str, attribute: str, graph_nodes: int = 20_000) -> np.ndarray:
     """(groups, labels) counts of a data set (the generated ones at seed 0), to vet a config cheaply."""
     if dataset == "sbm":
-        data = sbm_graph(rng_for(0, TASK_ID, "sbm")).data
+        data = sbm_graph(rng_for(0, TASK_ID, "sbm"), nodes=graph_nodes).data
     else:
         data = load_tabular(dataset, attribute, rng_for(0, TASK_ID, "synthetic-data"))
     counts = np.zeros((data.n_groups, data.n_classes), dtype=np.int64)
@@ -237,7 +246,7 @@ def _strata(dataset: str, attribute: str) -> np.ndarray:
 def unsupported(config: ConformalFairnessConfig) -> str | None:
     """Why ``config`` cannot be calibrated (a group with no calibration point, or none the fairness
     filter selects for some positive label), or None. Counts follow :func:`stratified_split`'s rounding."""
-    counts = _strata(config.dataset, config.attribute)
+    counts = _strata(config.dataset, config.attribute, config.graph_nodes)
     held = counts - np.round(config.train_fraction * counts).astype(np.int64)
     cal = np.round(config.calibration_fraction * held).astype(np.int64)
     for g, (row, rest) in enumerate(zip(cal, held - cal, strict=True)):

@@ -182,24 +182,50 @@ class Graph:
     edges: np.ndarray
 
 
+def _block_pairs(rng: np.random.Generator, a: np.ndarray, b: np.ndarray | None, p: float) -> np.ndarray:
+    """(2, m) node pairs of one SBM block, each possible pair an edge with probability ``p``: the count is
+    binomial over the block's pairs and the pairs are drawn uniformly (repeats dropped), so the graph costs
+    its edges, not its nodes squared. ``b`` None: pairs within ``a``."""
+    pairs = len(a) * (len(a) - 1) // 2 if b is None else len(a) * len(b)
+    m = int(rng.binomial(pairs, p))
+    if b is None:
+        src, dst = rng.choice(a, m), rng.choice(a, m)
+        keep = src != dst
+        src, dst = np.minimum(src[keep], dst[keep]), np.maximum(src[keep], dst[keep])
+    else:
+        src, dst = rng.choice(a, m), rng.choice(b, m)
+    return np.unique(np.vstack([src, dst]), axis=1)
+
+
 def sbm_graph(
     rng: np.random.Generator,
-    nodes: int = 2000,
+    nodes: int = 20_000,
     communities: int = 4,
-    p_in: float = 0.01,
-    p_out: float = 0.001,
+    in_degree: float = 5.0,
+    out_degree: float = 1.5,
     features: int = 16,
+    minority_noise: float = 8.0,
 ) -> Graph:
     """A stochastic block model: labels are communities; the sensitive attribute is 1 with probability
     0.8 in the first half of the communities, 0.2 in the rest; node features are a community centroid
-    plus noise twice as strong for group 1, so a GNN is less certain there."""
+    plus noise ``minority_noise`` times as strong for group 1, so a GNN is less certain there (at 8 the
+    GCN is 0.81 accurate on group 0 and 0.60 on group 1, and split CP's equalized-odds gap is 0.26: above
+    every c of the paper's grid, so each can be judged; at 2 it was 0.055 on 20,000 nodes). A node has on
+    average ``in_degree`` neighbours in its own community and ``out_degree`` in the others, whatever
+    ``nodes``."""
     labels = rng.integers(communities, size=nodes)
-    same = labels[:, None] == labels[None, :]
-    upper = np.triu(rng.random((nodes, nodes)) < np.where(same, p_in, p_out), k=1)
-    src, dst = np.nonzero(upper)
+    members = [np.flatnonzero(labels == c) for c in range(communities)]
+    size = nodes / communities
+    p_in, p_out = in_degree / size, out_degree / (nodes - size)
+    blocks = [
+        _block_pairs(rng, members[i], None if i == j else members[j], p_in if i == j else p_out)
+        for i in range(communities)
+        for j in range(i, communities)
+    ]
+    src, dst = np.concatenate(blocks, axis=1)
     edges = np.vstack([np.concatenate([src, dst]), np.concatenate([dst, src])]).astype(np.int64)
     groups = (rng.random(nodes) < np.where(labels < communities // 2, 0.8, 0.2)).astype(np.int64)
     centroids = rng.normal(size=(communities, features)) * 0.5
-    noise = rng.normal(size=(nodes, features)) * np.where(groups == 1, 2.0, 1.0)[:, None]
+    noise = rng.normal(size=(nodes, features)) * np.where(groups == 1, minority_noise, 1.0)[:, None]
     x = (centroids[labels] + noise).astype(np.float32)
     return Graph(Dataset("sbm", x, labels.astype(np.int64), groups, ("group 0", "group 1")), edges)
