@@ -257,7 +257,8 @@ class ConformalFairnessTask(Task):
         "smoke": Budget(
             "smoke",
             {},
-            "20 resplits of one gradient-boosting fit: about a second a run",
+            "20 resplits of one fit: about a second a run once fitted (gradient boosting a few seconds, "
+            "the SBM graph's GCN ~25 s)",
             claim_seeds=(0, 1, 2),
         ),
         "small": Budget(
