@@ -1,6 +1,7 @@
 """The virtual clock's charge for a sync (issue 42): EDiT's layer-wise sync overlaps each module's transfer
 with the forward computation of the modules before it; a whole-model sync (DiLoCo) pays the whole
-transfer. And the efficiency claim's judge, which rests on that clock, with its negative controls."""
+transfer; DDP's bucketed all-reduce overlaps each module's gradients with the backward of the modules
+before it. And the efficiency claim's judge, which rests on that clock, with its negative controls."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 
 from iclrbench.benchmarks.local_sgd_training import EFFICIENCY_ARMS, judge_efficiency
 from iclrbench.core.result import RunResult
-from iclrbench.envs.local_sgd_training import layerwise_sync_time
+from iclrbench.envs.local_sgd_training import bucketed_allreduce_time, layerwise_sync_time
 from iclrbench.testing import fake_run
 
 TASK = "local-sgd-training"
@@ -33,6 +34,25 @@ def test_overlap_hides_at_most_the_compute_before_the_last_module(pairs: list[tu
     assert charged >= transfers[0] - tol  # the first module's transfer is never hidden
     assert charged >= sum(transfers) - sum(forwards[:-1]) - tol  # only earlier modules' compute hides it
     assert layerwise_sync_time(transfers, [0.0] * len(forwards)) == pytest.approx(sum(transfers))
+
+
+def test_a_worked_bucketed_allreduce() -> None:
+    # backward order: the last module's gradients (1) go while the first module's backward (2) runs
+    assert bucketed_allreduce_time([1.0, 2.0], [1.0, 1.0]) == pytest.approx(1.0)
+    # a slow link: the second bucket waits for the first
+    assert bucketed_allreduce_time([1.0, 1.0], [3.0, 1.0]) == pytest.approx(3.0 + 1.0 - 1.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.0, 10.0), st.floats(0.0, 10.0)), min_size=1, max_size=8))
+def test_buckets_hide_at_most_the_backward_after_the_first(pairs: list[tuple[float, float]]) -> None:
+    backwards, transfers = [b for b, _ in pairs], [t for _, t in pairs]
+    charged = bucketed_allreduce_time(backwards, transfers)
+    tol = 1e-9 * (1 + sum(transfers) + sum(backwards))
+    assert charged <= sum(transfers) + tol
+    assert charged >= transfers[-1] - tol  # the last bucket has no backward left to hide behind
+    assert charged >= sum(transfers) - sum(backwards[1:]) - tol
+    assert bucketed_allreduce_time([0.0] * len(backwards), transfers) == pytest.approx(sum(transfers))
 
 
 def _arms(times: dict[str, float]) -> list[list[RunResult]]:

@@ -196,6 +196,21 @@ def layerwise_sync_time(transfers: list[float], forwards: list[float]) -> float:
     return compute - sum(forwards)
 
 
+def bucketed_allreduce_time(backwards: list[float], transfers: list[float]) -> float:
+    """Virtual time synchronous data parallel's gradient all-reduce adds to a step, bucketed as DDP does
+    (PyTorch's ``DistributedDataParallel``): modules in backward order, each module's gradients sent once
+    its backward is done, while the backward of the modules before it runs; one link. Returns the
+    pipeline's length less the backward's own ``sum(backwards)``: never less than the last module's
+    transfer (nothing is left to hide it), never more than the whole transfer. The mirror of
+    :func:`layerwise_sync_time`, at the same granularity (one module, one bucket), so neither schedule is
+    favoured by it."""
+    compute = link = 0.0
+    for backward, transfer in zip(backwards, transfers, strict=True):
+        compute += backward
+        link = max(link, compute) + transfer
+    return link - compute
+
+
 # ------------------------------------------------------------------------------------------------- model
 def make_model(config: LocalSGDConfig) -> Any:
     """The small causal transformer (seeded by the caller's torch.manual_seed)."""

@@ -17,7 +17,9 @@ module runs, during the forward pass that evaluates the synced model on the vali
 clock charges it by the method's schedule: EDiT's layer-wise sync (``SyncSpec.layerwise``) overlaps each
 module's collective with the forward computation of the modules before it, so only the transfer beyond that
 compute is charged (:func:`iclrbench.envs.local_sgd_training.layerwise_sync_time`); a whole-model sync
-(DiLoCo, local SGD) is charged its whole transfer.
+(DiLoCo, local SGD) is charged its whole transfer. A synchronous step (DDP, and every method's warm-up)
+overlaps each module's gradient all-reduce with the backward of the modules before it, as DDP's buckets do
+(:func:`iclrbench.envs.local_sgd_training.bucketed_allreduce_time`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from iclrbench.envs.local_sgd_training import (
     Chain,
     LocalSGDConfig,
     World,
+    bucketed_allreduce_time,
     collective_cost,
     layerwise_sync_time,
     make_model,
@@ -243,7 +246,11 @@ def train(config: LocalSGDConfig, seed: int, spec: SyncSpec) -> dict[str, Any]:
 
     budget = config.steps
     sync_grads = True
-    synchronous_step = max(costs) + collective_cost(model_bytes, config)
+    # a synchronous step: the slowest worker's step, then the gradients' all-reduce as DDP's buckets overlap
+    # it with the backward pass (module by module, last module first)
+    backwards = [max(costs) * (1 - FORWARD_SHARE) * parameter_bytes(m) / model_bytes for m in model][::-1]
+    transfers = [collective_cost(parameter_bytes(m), config) for m in model][::-1]
+    synchronous_step = max(costs) + bucketed_allreduce_time(backwards, transfers)
     if spec.kind == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
