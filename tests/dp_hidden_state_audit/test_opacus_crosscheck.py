@@ -65,7 +65,7 @@ def opacus_statistic(game: DpSgdGame, canary: Canary | None, seed: int) -> float
     return float(game.theta0[COORDINATE] - params[0].detach().view(-1)[COORDINATE])
 
 
-@pytest.mark.slow
+@pytest.mark.long  # 234 s on 2 cores under make test (2026-12-05): a minute or more, so CI's long tests
 def test_batched_game_matches_opacus() -> None:
     config = cfg.build(DpAuditConfig, {"insertions": INSERTIONS, "runs": RUNS})
     game = DpSgdGame(config, np.random.default_rng(0), noise_multiplier=1.5)

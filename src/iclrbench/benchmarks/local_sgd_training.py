@@ -300,6 +300,7 @@ class LocalSGDTask(Task):
             {"steps": 60.0, "warmup_steps": 10, "equal_steps": 20, "anomaly_start": 30, "anomaly_steps": 10,
              "shard": 256, "val": 64, "d_model": 32},
             "2 workers, 60 steps of a 2-block d=32 transformer: ~5 s a run, most of it starting processes",
+            check_minutes=3.0,  # tests/test_contract.py: 154 s under make test, 184 s in CI (2026-12-05)
             claim_seeds=(0, 1),
         ),
         "small": Budget(
