@@ -151,7 +151,15 @@ def judge_encode(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]
 
 
 def bypass_requests(budget: str) -> list[RunRequest]:
-    return [RunRequest("si-to-yi", {"layers": "all"}, IclCircuitTask.claim_seeds(budget))]
+    """si-to-yi in every layer, a run per seed. Where the subject is the tiny one trained here, each seed
+    draws its own subject (``subject_seed``): the merge read-out is a property of the circuit one training
+    run formed, and copies of one subject trained on two machines formed different ones (issue 53), so the
+    interval must span subjects for the verdict to hold on another machine."""
+    seeds = IclCircuitTask.claim_seeds(budget)
+    cut = {"layers": "all"}
+    if IclCircuitTask.budget(budget).overrides.get("subject", IclCircuitConfig.subject) == "tiny":
+        return [RunRequest("si-to-yi", {**cut, "subject_seed": s}, (s,)) for s in seeds]
+    return [RunRequest("si-to-yi", cut, seeds)]
 
 
 def judge_bypass(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
