@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from iclrbench.core import catalog
@@ -18,7 +18,7 @@ from iclrbench.envs.federated_prompt_mixture import (
     client_images,
     client_split,
 )
-from iclrbench.models.shapes import CLASS_NAMES, caption, render
+from iclrbench.models.shapes import CLASS_NAMES, RGB, WIDE_CLASS_NAMES, caption, render
 
 TASK = "federated-prompt-mixture"
 
@@ -44,6 +44,15 @@ def test_the_class_colour_dominates_the_shape_pixels() -> None:
     assert (blue[:, 2] - blue[:, 0]).max(axis=(1, 2)).min() > 0.5
 
 
+def test_the_wide_set_holds_every_colour_with_every_shape_the_towers_first() -> None:
+    assert WIDE_CLASS_NAMES[: len(CLASS_NAMES)] == CLASS_NAMES and len(set(WIDE_CLASS_NAMES)) == 20
+    images = render(np.arange(20), np.full(20, 5), WIDE_CLASS_NAMES)  # same nuisances, 20 classes
+    assert len({im.tobytes() for im in images}) == 20  # no two classes draw the same picture
+    for label, name in enumerate(WIDE_CLASS_NAMES):  # the shape's pixels carry the class's colour
+        colour = np.asarray(RGB[name.split(" ")[0]], dtype=np.float32)[:, None, None]
+        assert (np.abs(images[label] - colour).max(axis=0) < 0.15).sum() >= 8, name
+
+
 def test_captions_name_the_class() -> None:
     for label in range(len(CLASS_NAMES)):
         assert CLASS_NAMES[label] in caption(label, 7)
@@ -53,10 +62,14 @@ def test_captions_name_the_class() -> None:
 @given(
     split=st.sampled_from(["pathological", "dirichlet", "shift"]),
     clients=st.integers(4, 12),
+    classes=st.sampled_from(["wide", "tower"]),
     seed=st.integers(0, 10_000),
 )
-def test_splits_share_the_pool_without_overlap(split: str, clients: int, seed: int) -> None:
-    config = _config(split=split, clients=clients, classes_per_client=3)
+def test_splits_share_the_pool_without_overlap(split: str, clients: int, classes: str, seed: int) -> None:
+    n_classes = len(WIDE_CLASS_NAMES if classes == "wide" else CLASS_NAMES)
+    # Dassl's blocks of round(C / N) leave the last client none where N - 1 blocks take every class
+    assume(split != "pathological" or (clients - 1) * round(n_classes / clients) < n_classes)
+    config = _config(split=split, clients=clients, classes=classes)
     parts = client_split(config, seed)
     assert len(parts) == clients
     seen: set[int] = set()
@@ -67,25 +80,27 @@ def test_splits_share_the_pool_without_overlap(split: str, clients: int, seed: i
         seen |= images
         assert len(part.train_labels) >= 1 and len(part.test_labels) >= 1
         assert len(part.test_labels) <= config.test_per_client
-        counts = np.bincount(part.train_labels, minlength=len(CLASS_NAMES))
+        counts = np.bincount(part.train_labels, minlength=len(config.class_names))
         assert counts.max() <= config.shots
-        if split == "pathological":
-            assert len(part.classes) == config.classes_per_client
+        if split == "pathological":  # Dassl's blocks: round(C / N) classes each, the last client the rest
+            if part.client < clients - 1:
+                assert len(part.classes) == config.class_block == round(len(config.class_names) / clients)
             assert set(np.unique(part.test_labels)) <= set(part.classes)
         else:
             assert len(part.train_labels) + len(part.test_labels) >= min(
                 config.min_examples, config.test_per_client
             )
         assert (part.camera == CameraShift()) == (split != "shift")
-    if split == "pathological":  # every class is held by someone
-        assert set(np.concatenate([p.train_labels for p in parts]).tolist()) == set(range(len(CLASS_NAMES)))
+    if split == "pathological":  # every class is held by exactly one client
+        held = [c for p in parts for c in p.classes]
+        assert sorted(held) == list(range(len(config.class_names)))
     assert client_split(config, seed)[0].train_seeds.tolist() == parts[0].train_seeds.tolist()
 
 
 def test_a_client_regenerates_its_own_images() -> None:
     config = _config(split="shift")
     part = client_split(config, 3)[2]
-    a, b = client_images(part, 3), client_images(part, 3)
+    a, b = client_images(part, 3, config.class_names), client_images(part, 3, config.class_names)
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
     assert a[0].shape == (len(part.train_labels), 3, 24, 24)
 
@@ -107,7 +122,9 @@ def test_camera_shift_changes_the_pixels_but_keeps_the_range() -> None:
         ({"participation": 1.5}, "participation"),
         ({"clients": 200, "examples_per_class": 40}, "clients"),
         ({"split": "dirichlet", "clients": 100, "examples_per_class": 20}, "clients"),
-        ({"clients": 3, "classes_per_client": 2}, "classes"),
+        ({"clients": 21}, "block"),  # 20 blocks of round(20 / 21) = 1 class leave the last client none
+        ({"clients": 8, "classes": "tower"}, "block"),  # 7 blocks of round(12 / 8) = 2 take all 12
+        ({"clients": 100, "examples_per_class": 400}, "block"),  # round(40 / 100) = 0
     ],
 )
 def test_bad_configs_are_user_errors(sets: dict[str, object], needle: str) -> None:
@@ -116,6 +133,6 @@ def test_bad_configs_are_user_errors(sets: dict[str, object], needle: str) -> No
 
 
 def test_per_round_is_the_reference_codes() -> None:
-    assert _config(clients=100, participation=0.1, examples_per_class=400).per_round == 10
+    assert _config(split="dirichlet", clients=100, participation=0.1, examples_per_class=400).per_round == 10
     assert _config(clients=10, participation=0.05).per_round == 1
-    assert dataclasses.replace(_config(), participation=1.0).per_round == 10
+    assert dataclasses.replace(_config(clients=10), participation=1.0).per_round == 10

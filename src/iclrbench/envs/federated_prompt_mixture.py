@@ -1,24 +1,29 @@
 """federated-prompt-mixture's data: a seeded procedural image set and its federated client splits (Luo,
 Chen, Wu, "Mixture of experts made personalized: federated prompt learning for vision-language models",
-ICLR 2025; the splits as in the authors' code, ljaiverson/pFedMoAP ``utils/datasplit.py``).
+ICLR 2025; the splits as in the authors' code, ljaiverson/pFedMoAP: Dassl's
+``generate_federated_fewshot_dataset`` for the pathological split, ``utils/datasplit.py`` for Dirichlet).
 
 Images are 24 x 24 RGB pictures of one coloured shape on a background: the class is the colour and the
-shape (``"red circle"``, ... :data:`CLASS_NAMES`, 4 colours x 3 shapes = 12 classes); size, position,
-hue jitter, background texture and pixel noise are nuisances, drawn per image. Every image is a pure
-function of its class and its own seed, so a client regenerates exactly its own partition from the
-run seed and its partition id: no file moves, as on a real federation.
+shape (``"red circle"``, ...); size, position, hue jitter, background texture and pixel noise are
+nuisances, drawn per image. Two class sets (``classes``): ``wide``, 5 colours x 4 shapes = 20 classes of
+which the frozen image tower was pre-trained on 12 (:data:`~iclrbench.models.shapes.WIDE_CLASS_NAMES`), so
+that it knows 8 of them only partly, as CLIP knows a fine-grained data set's classes; and ``tower``, those
+12 alone, which it knows (zero-shot 0.985). Every image is a pure function of its class and its own
+seed, so a client regenerates exactly its own partition from the run seed and its partition id: no file
+moves, as on a real federation.
 
 Splits of a pool of ``examples_per_class`` images per class over ``clients`` clients:
 
-- ``pathological``: each client holds ``classes_per_client`` classes (classes dealt round-robin from a
-  seeded permutation, so every class is held), each class's images shared equally by its holders.
+- ``pathological``: Dassl's disjoint class blocks: the classes in a seeded order, client i holding the
+  block [i b, (i + 1) b) with b = round(C / N), the last client the rest, each class wholly its holder's.
 - ``dirichlet``: each class's images shared by Dirichlet(``alpha``) proportions (redrawn until every
   client has at least ``min_examples``), the usual label-skew split.
 - ``shift``: the Dirichlet label split plus a feature shift: each client's images pass through its own
   transform (contrast, brightness, blur, noise level, a colour cast), as if taken with its own camera.
 
 Each client's images are split into ``shots`` training images per class it holds (few-shot, as the paper's
-16 shots) and a test set of the rest (at most ``test_per_client``).
+16 shots) and a test set of the rest (at most ``test_per_client``). Every client classifies over all C
+classes, as the public code (its prompt learner is built on the data set's every class name).
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ import numpy as np
 
 from iclrbench.core.config import param
 from iclrbench.core.seeding import rng_for, seed_for
-from iclrbench.models.shapes import CLASS_NAMES, SIDE, render
+from iclrbench.models.shapes import CLASS_NAMES, SIDE, WIDE_CLASS_NAMES, render
+
+CLASS_SETS = {"wide": WIDE_CLASS_NAMES, "tower": CLASS_NAMES}
 
 TASK_ID = "federated-prompt-mixture"
 
@@ -65,8 +72,9 @@ class FederatedPromptConfig:
     shots: int = param(16, "training images per class a client holds (paper: 16-shot)", low=1, high=1000)
     test_per_client: int = param(64, "most test images per client", low=1, high=100000)
     examples_per_class: int = param(120, "images per class in the pool shared out to clients", low=2)
-    classes_per_client: int = param(
-        2, "pathological: classes each client holds", low=1, high=len(CLASS_NAMES)
+    classes: Literal["wide", "tower"] = param(
+        "wide",
+        "class set: 5 colours x 4 shapes (20, 8 of them unseen by the image tower), or the tower's 12",
     )
     alpha: float = param(0.5, "Dirichlet concentration of the label skew (paper: 0.5)", low=1e-3, high=1e3)
     min_examples: int = param(8, "dirichlet / shift: fewest images a client may hold", low=2)
@@ -74,24 +82,30 @@ class FederatedPromptConfig:
     def __post_init__(self) -> None:
         if not 0.0 < self.participation <= 1.0:
             raise ValueError(f"participation: {self.participation} is outside (0, 1]")
-        pool = self.examples_per_class * len(CLASS_NAMES)
+        n_classes = len(self.class_names)
         if self.split == "pathological":
-            if self.clients * self.classes_per_client < len(CLASS_NAMES):
+            block = self.class_block
+            if block == 0 or (self.clients - 1) * block >= n_classes:
                 raise ValueError(
-                    f"clients: {self.clients} clients x {self.classes_per_client} classes cannot hold all "
-                    f"{len(CLASS_NAMES)} classes"
+                    f"clients: the pathological split deals each client a block of round(C / N) = {block} "
+                    f"of the {n_classes} classes ({self.classes!r}), and {self.clients} such blocks leave "
+                    "a client none; choose another number of clients"
                 )
-            holders = -(-self.clients * self.classes_per_client // len(CLASS_NAMES))
-            if self.examples_per_class // holders < 2:
-                raise ValueError(
-                    f"clients: {self.clients} clients are more than {self.examples_per_class} examples per "
-                    "class can serve (each holder of a class needs a training and a test image of it)"
-                )
-        elif self.clients * self.min_examples > pool:
+        elif self.clients * self.min_examples > self.examples_per_class * n_classes:
             raise ValueError(
                 f"clients: {self.clients} clients x min_examples={self.min_examples} are more than the "
-                f"{pool} examples of the pool"
+                f"{self.examples_per_class * n_classes} examples of the pool"
             )
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """The classes every client classifies over, as the text tower reads them."""
+        return CLASS_SETS[self.classes]
+
+    @property
+    def class_block(self) -> int:
+        """Classes per client of the pathological split: Dassl's ``int(round(class_num / num_users))``."""
+        return round(len(self.class_names) / self.clients)
 
     @property
     def per_round(self) -> int:
@@ -151,25 +165,27 @@ class ClientData:
 
 
 def _pathological(config: FederatedPromptConfig, rng: np.random.Generator) -> list[list[np.ndarray]]:
-    """Per client, per class, the pool indices it holds (classes dealt round-robin over a permutation)."""
-    n_classes = len(CLASS_NAMES)
+    """Per client, per class, the pool indices it holds: Dassl's ``generate_federated_fewshot_dataset``
+    (the classes shuffled, then client i takes the block [i b, (i + 1) b), the last client the rest). Dassl
+    shuffles with one fixed seed (2023) for every run; here the order is drawn from the run's seed."""
+    n_classes, block = len(config.class_names), config.class_block
     order = rng.permutation(n_classes)
-    holders: dict[int, list[int]] = {c: [] for c in range(n_classes)}
+    parts: list[list[np.ndarray]] = []
     for client in range(config.clients):
-        for k in range(config.classes_per_client):
-            holders[int(order[(client * config.classes_per_client + k) % n_classes])].append(client)
-    parts: list[list[np.ndarray]] = [[] for _ in range(config.clients)]
-    for c, who in holders.items():
-        pool = c * config.examples_per_class + rng.permutation(config.examples_per_class)
-        for client, chunk in zip(who, np.array_split(pool, len(who)), strict=True):
-            parts[client].append(chunk)
+        end = n_classes if client == config.clients - 1 else (client + 1) * block
+        parts.append(
+            [
+                int(c) * config.examples_per_class + rng.permutation(config.examples_per_class)
+                for c in order[client * block : end]
+            ]
+        )
     return parts
 
 
 def _dirichlet(config: FederatedPromptConfig, rng: np.random.Generator) -> list[list[np.ndarray]]:
     """Per client, per class, pool indices drawn by Dirichlet(alpha) proportions (the usual label skew:
     each class's images shared by p ~ Dir(alpha 1_N), redrawn until every client holds min_examples)."""
-    n_classes = len(CLASS_NAMES)
+    n_classes = len(config.class_names)
     for _ in range(1000):
         parts: list[list[np.ndarray]] = [[] for _ in range(config.clients)]
         for c in range(n_classes):
@@ -226,9 +242,10 @@ def _image_seeds(seed: int, indices: np.ndarray) -> np.ndarray:
     return base + np.asarray(indices, dtype=np.int64) * 7919
 
 
-def client_images(data: ClientData, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(train images, test images) of one client, after its camera transform."""
+def client_images(data: ClientData, seed: int, classes: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(train images, test images) of one client (labels index ``classes``, the config's
+    ``class_names``), after its camera transform."""
     rng = rng_for(seed, TASK_ID, "camera-noise", str(data.client))
-    train = data.camera.apply(render(data.train_labels, data.train_seeds), rng)
-    test = data.camera.apply(render(data.test_labels, data.test_seeds), rng)
+    train = data.camera.apply(render(data.train_labels, data.train_seeds, classes), rng)
+    test = data.camera.apply(render(data.test_labels, data.test_seeds, classes), rng)
     return train, test

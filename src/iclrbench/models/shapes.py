@@ -3,24 +3,41 @@ brain-encoding-alignment, and the captions the vision-language tower (:mod:`iclr
 is pre-trained on.
 
 An image is 24 x 24 RGB: one coloured shape on a background; its class is the colour and the shape
-(``"red circle"``, ... :data:`CLASS_NAMES`, 4 colours x 3 shapes = 12 classes); size, position, hue jitter,
-background texture and pixel noise are nuisances drawn from the image's own seed, so an image is a pure
-function of (class, seed) wherever and in whatever batch it is drawn.
+(``"red circle"``, ... :data:`CLASS_NAMES`, 4 colours x 3 shapes = 12 classes, the ones the tower is
+pre-trained on); size, position, hue jitter, background texture and pixel noise are nuisances drawn from the
+image's own seed, so an image is a pure function of (class, seed) wherever and in whatever batch it is drawn.
+
+:data:`WIDE_CLASS_NAMES` adds a colour and a shape the tower never saw (5 colours x 4 shapes = 20 classes, the
+12 among them): 8 classes a frozen tower knows only partly, as CLIP knows a fine-grained data set's (its
+image features tell them apart, a 16-shot linear probe well above chance, but no caption ever named them).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
 COLOURS = ("red", "green", "blue", "yellow")
 SHAPES = ("circle", "square", "triangle")
-#: the classes, as the text tower reads them
+#: the classes the tower is pre-trained on, as the text tower reads them
 CLASS_NAMES = tuple(f"{colour} {shape}" for colour in COLOURS for shape in SHAPES)
+#: colours and shapes the tower never saw in pre-training
+NOVEL_COLOURS = ("orange",)
+NOVEL_SHAPES = ("diamond",)
+#: the wide class set: every colour with every shape (20), the pre-training classes first, in their order
+WIDE_CLASS_NAMES = CLASS_NAMES + tuple(
+    f"{colour} {shape}"
+    for colour in COLOURS + NOVEL_COLOURS
+    for shape in SHAPES + NOVEL_SHAPES
+    if f"{colour} {shape}" not in CLASS_NAMES
+)
 RGB = {
     "red": (0.85, 0.15, 0.12),
     "green": (0.15, 0.7, 0.2),
     "blue": (0.15, 0.25, 0.85),
     "yellow": (0.9, 0.82, 0.15),
+    "orange": (0.95, 0.5, 0.1),
 }
 SIZES = ("small", "large")
 BACKGROUNDS = ("plain", "striped", "noisy")
@@ -37,13 +54,17 @@ def shape_mask(shape: str, cx: np.ndarray, cy: np.ndarray, radius: np.ndarray) -
         return dx**2 + dy**2 <= r**2
     if shape == "square":
         return (np.abs(dx) <= 0.85 * r) & (np.abs(dy) <= 0.85 * r)
-    # an upright triangle: apex at the top, base at the bottom
-    return (dy <= r * 0.9) & (dy >= -r) & (np.abs(dx) <= (dy + r) * 0.6)
+    if shape == "diamond":  # a square stood on its corner
+        return np.abs(dx) + np.abs(dy) <= r
+    if shape == "triangle":  # upright: apex at the top, base at the bottom
+        return (dy <= r * 0.9) & (dy >= -r) & (np.abs(dx) <= (dy + r) * 0.6)
+    raise ValueError(f"shape: no mask for {shape!r}")
 
 
-def render(labels: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """Images (n, 3, SIDE, SIDE) in [0, 1] of the classes ``labels``, each drawn from its own ``seeds[i]``
-    (so that an image is the same wherever and in whatever batch it is drawn)."""
+def render(labels: np.ndarray, seeds: np.ndarray, classes: Sequence[str] = CLASS_NAMES) -> np.ndarray:
+    """Images (n, 3, SIDE, SIDE) in [0, 1] of the classes ``labels`` (indices into ``classes``), each
+    drawn from its own ``seeds[i]`` (so that an image is the same wherever and in whatever batch it is
+    drawn)."""
     labels = np.asarray(labels, dtype=np.int64)
     n = len(labels)
     out = np.empty((n, 3, SIDE, SIDE), dtype=np.float32)
@@ -68,7 +89,7 @@ def render(labels: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         out[i] = base
     for label in np.unique(labels):
         at = np.flatnonzero(labels == label)
-        colour, shape = CLASS_NAMES[label].split(" ")
+        colour, shape = classes[label].split(" ")
         masks = shape_mask(shape, cx[at], cy[at], radius[at])
         jitter = 0.08 * (draws[at, 8:11] - 0.5)
         rgb = np.clip(np.asarray(RGB[colour], dtype=np.float32)[None] + jitter, 0, 1)

@@ -41,7 +41,6 @@ import numpy as np
 from iclrbench.algorithms.federated_prompt_mixture import Arrays, LocalData, PromptMethod, algorithm_arrays
 from iclrbench.core.seeding import seed_for
 from iclrbench.envs.federated_prompt_mixture import (
-    CLASS_NAMES,
     TASK_ID,
     FederatedPromptConfig,
     client_images,
@@ -124,24 +123,24 @@ def local_data(settings_json: str, partition: int) -> LocalData:
     settings = RunSettings.from_json(settings_json)
     _, config = _method(settings_json)
     data = client_split(config, settings.seed)[partition]
-    train, test = client_images(data, settings.seed)
+    train, test = client_images(data, settings.seed, config.class_names)
     return LocalData(
         train_x=torch.from_numpy(vl.image_features(train)),
         train_y=torch.from_numpy(data.train_labels),
         test_x=torch.from_numpy(vl.image_features(test)),
         test_y=torch.from_numpy(data.test_labels),
-        encoder=_encoder(config.n_ctx),
+        encoder=_encoder(config.class_names, config.n_ctx),
         logit_scale=vl.logit_scale(),
-        zero_shot=torch.from_numpy(vl.zero_shot_features(CLASS_NAMES)),
+        zero_shot=torch.from_numpy(vl.zero_shot_features(config.class_names)),
         run_seed=settings.seed,
     )
 
 
 @functools.lru_cache(maxsize=4)
-def _encoder(n_ctx: int) -> Any:
+def _encoder(class_names: tuple[str, ...], n_ctx: int) -> Any:
     from iclrbench.models.vision_language import PromptedTextEncoder
 
-    return PromptedTextEncoder(CLASS_NAMES, n_ctx)
+    return PromptedTextEncoder(class_names, n_ctx)
 
 
 # ----------------------------------------------------------------------------------------- record utils
