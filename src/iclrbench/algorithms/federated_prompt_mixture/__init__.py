@@ -253,7 +253,7 @@ def make_gate(params: PFedMoAPParams, seed: int) -> torch.nn.Module:
 
 @register_algorithm(task=TASK_ID, name="pfedmoap", role="reference")
 class PFedMoAP(PromptMethod):
-    """pFedMoAP: personalised prompt with a local attention gate over the K nearest clients' prompts."""
+    """pFedMoAP: personalised prompt with a local attention gate over K other clients' prompts."""
 
     Params = PFedMoAPParams
 
