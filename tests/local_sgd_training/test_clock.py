@@ -63,7 +63,7 @@ def _arms(times: dict[str, float]) -> list[list[RunResult]]:
                                      "val_loss": 3.5}, config={"link_mb_per_unit": 0.5}, budget="small")
             for s in range(5)
         ]
-        for name in EFFICIENCY_ARMS
+        for name in times
     ]  # fmt: skip
 
 
@@ -73,3 +73,7 @@ def test_efficiency_judge_says_yes_and_no() -> None:
     assert judge_efficiency(_arms({"edit": 120.0, "ddp": 180.0, "diloco": 120.0}))[0] == "not_reproduced"
     assert judge_efficiency(_arms({"edit": 100.0, "ddp": 90.0, "diloco": 120.0}))[0] == "not_reproduced"
     assert judge_efficiency([[], [], []])[0] == "inconclusive"
+    # CO2 is beside: its times do not decide the verdict, and it is reported
+    verdict, measured = judge_efficiency(_arms({"edit": 100.0, "ddp": 180.0, "diloco": 120.0, "co2": 90.0}))
+    assert verdict == "reproduced" and measured["time_to_target"]["co2"] == pytest.approx(90.0)
+    assert set(EFFICIENCY_ARMS) == {"edit", "ddp", "diloco", "co2"}

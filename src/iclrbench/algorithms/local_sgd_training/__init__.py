@@ -60,6 +60,12 @@ class SyncSpec:
     # envs.local_sgd_training.layerwise_sync_time); False: the whole model is synced at once, then training
     # resumes (DiLoCo, local SGD), and the clock charges the whole transfer
     layerwise: bool = False
+    # CO2's schedule (Sun et al. 2024): each sync's all-reduce runs during the next tau local steps, so the
+    # outer step applies the previous round's averaged pseudo-gradient (one round stale) and the clock
+    # charges only the transfer beyond those steps
+    delayed: bool = False
+    gap_penalty: float = 1.0  # CO2: the pseudo-gradient is divided by it before the outer momentum
+    momentum_clamp: float = 0.0  # CO2: the outer momentum clamped element-wise to [-c, c] (0: off)
 
 
 class EwmaDetector:

@@ -19,7 +19,9 @@ module's collective with the forward computation of the modules before it, so on
 compute is charged (:func:`iclrbench.envs.local_sgd_training.layerwise_sync_time`); a whole-model sync
 (DiLoCo, local SGD) is charged its whole transfer. A synchronous step (DDP, and every method's warm-up)
 overlaps each module's gradient all-reduce with the backward of the modules before it, as DDP's buckets do
-(:func:`iclrbench.envs.local_sgd_training.bucketed_allreduce_time`).
+(:func:`iclrbench.envs.local_sgd_training.bucketed_allreduce_time`). CO2 (``SyncSpec.delayed``) overlaps
+a sync's all-reduce with the next round's local steps: its outer step applies the previous round's average,
+and the clock charges only the transfer beyond those steps.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ class OuterSync:
         ]
         self.pending: set[int] = set()
         self.shares: list[float] | None = None
+        self.stale: list[Any] = [None] * len(modules)  # CO2: the average still in flight, per module
         self.moved = [0] * len(modules)  # bytes each module's last sync sent (weights and control)
         self.flagged = 0
         for j, module in enumerate(modules):
@@ -154,11 +157,21 @@ class OuterSync:
             avg *= min(1.0, spec.clip / (size + 1e-6))
         else:
             avg = comm.all_reduce(delta) / comm.world
+        if spec.delayed:
+            # CO2: this round's average arrives during the next round; the outer step takes the previous
+            # round's (none after the first round: the workers go on from where that round began)
+            avg, self.stale[j] = self.stale[j], avg
+            if avg is None:
+                _assign(self.modules[j], self.last[j])
+                return
+            avg = avg / spec.gap_penalty
         if spec.momentum > 0:
             if self.buf[j] is None:
                 self.buf[j] = avg.clone()
             else:
                 self.buf[j].mul_(spec.momentum).add_(avg)
+            if spec.momentum_clamp > 0:
+                self.buf[j].clamp_(-spec.momentum_clamp, spec.momentum_clamp)
             update = avg + spec.momentum * self.buf[j] if spec.nesterov else self.buf[j]
         else:
             update = avg
@@ -299,6 +312,8 @@ def train(config: LocalSGDConfig, seed: int, spec: SyncSpec) -> dict[str, Any]:
         share of it in proportion to its parameters (a matrix product's FLOPs per token; the embedding's
         lookup is cheaper than that, so the compute ahead of the first block is a little overstated)."""
         transfers = [collective_cost(b, config) for b in moved]
+        if spec.delayed:  # CO2: the all-reduce runs during the next round's local steps
+            return max(0.0, sum(transfers) - spec.tau * max(costs))
         if not spec.layerwise:
             return sum(transfers)
         return layerwise_sync_time(transfers, [max(costs) * FORWARD_SHARE * share for share in shares])
