@@ -288,7 +288,8 @@ class LocalSGDTask(Task):
     summary = (
         "Local-SGD training on real torch.distributed (gloo) workers: EDiT's layer-wise syncs with the "
         "pseudo-gradient penalty and A-EDiT's time-based syncs, against synchronous DDP, local SGD, "
-        "post-local SGD, DiLoCo and CO2 (its all-reduce overlapping the next round, one round stale), with a slow worker and injected faults on a virtual clock that charges "
+        "post-local SGD, DiLoCo and CO2 (its all-reduce overlapping the next round, one round stale), "
+        "with a slow worker and injected faults on a virtual clock that charges "
         "EDiT's layer-wise sync the transfer its forward pass cannot hide, DDP's bucketed all-reduce what "
         "its backward pass cannot hide, and a whole-model sync its whole transfer. Departures: a "
         "Markov-chain corpus and a 2-block transformer stand in for the paper's LLM pre-training; CO2's "
