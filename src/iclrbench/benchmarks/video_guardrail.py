@@ -1,0 +1,314 @@
+"""video-guardrail: Chen et al., "SafeWatch: an efficient safety-policy following video guardrail model with
+transparent explanations", ICLR 2025 (arXiv:2501.06598).
+
+One run trains a guardrail (:mod:`iclrbench.algorithms.video_guardrail`: SafeWatch's parallel policy encoding
+with its policy-aware token pruning; :mod:`iclrbench.baselines.video_guardrail`: no pruning, random pruning,
+sequential encoding, a per-frame classifier) on :mod:`iclrbench.envs.video_guardrail`'s seeded videos and
+policies, and scores it on a test split of the training policies and on a split of held-out policies and
+phrasings.
+
+Metrics: ``f1`` (primary: macro over the categories of the test split, a verdict at logit 0), ``auprc`` (macro
+average precision), ``ranking`` (within a video, the chance a broken policy outscores a kept one: 0.5 for a
+guardrail blind to the policies' text, whatever the video shows), ``heldout_ranking`` and ``heldout_f1`` (the
+held-out categories, written in held-out phrasings), ``position_bias`` (the test split presented in every
+rotation of its policy order, so each verdict is asked at every position: the largest gap between two
+positions' accuracies), ``prefill_mflops`` (per video, counted), ``kept_tokens`` (video tokens after pruning),
+``latency_ms`` (per video, measured on this CPU) and ``seconds``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from iclrbench.algorithms.video_guardrail import Guardrail, kept_video_tokens
+from iclrbench.core.algorithm import Algorithm
+from iclrbench.core.decision import combine, compare_runs, empty, mean_figure
+from iclrbench.core.result import RunResult
+from iclrbench.core.task import Budget, Claim, Metric, Outcome, Paper, Requirement, RunRequest, Task, Verdict
+from iclrbench.envs.video_guardrail import (
+    CATEGORIES,
+    HELD_OUT_CATEGORIES,
+    TASK_ID,
+    Split,
+    VideoGuardrailConfig,
+    make_data,
+)
+from iclrbench.models.torch_threads import one_torch_thread
+
+
+# ------------------------------------------------------------------------------------------------ metrics
+def average_precision(labels: np.ndarray, scores: np.ndarray) -> float:
+    """Average precision, sklearn's definition: sum over the distinct score thresholds, from the highest, of
+    the recall gained there times the precision there (tied scores are one threshold, so a constant score
+    gets the prevalence); NaN without a positive."""
+    labels, scores = np.asarray(labels, float), np.asarray(scores, float)
+    positives = labels.sum()
+    if positives == 0:
+        return float("nan")
+    order = np.argsort(-scores, kind="stable")
+    hits, ordered = labels[order], scores[order]
+    last = np.r_[ordered[1:] != ordered[:-1], True]  # the last index of each run of tied scores
+    tp = np.cumsum(hits)[last]
+    seen = (np.arange(1, len(hits) + 1))[last]
+    recall_gain = np.diff(np.r_[0.0, tp]) / positives
+    return float((recall_gain * tp / seen).sum())
+
+
+def _f1(labels: np.ndarray, predicted: np.ndarray) -> float:
+    tp = float((labels * predicted).sum())
+    fp, fn = float(((1 - labels) * predicted).sum()), float((labels * (1 - predicted)).sum())
+    return 0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn)
+
+
+def macro(split: Split, scores: np.ndarray, categories: tuple[str, ...]) -> tuple[float, float]:
+    """(macro F1 at logit 0, macro average precision) over ``categories``, each over the verdicts on that
+    category's policies in the split (a category with no positive is left out of the average precision)."""
+    f1s, aps = [], []
+    for name in categories:
+        asked = split.categories == CATEGORIES.index(name)
+        if not asked.any():
+            continue
+        y, s = split.labels[asked], scores[asked]
+        f1s.append(_f1(y, (s > 0).astype(float)))
+        ap = average_precision(y, s)
+        if np.isfinite(ap):
+            aps.append(ap)
+    return float(np.mean(f1s)), float(np.mean(aps)) if aps else float("nan")
+
+
+def within_video_ranking(split: Split, scores: np.ndarray, categories: tuple[str, ...]) -> float:
+    """The chance that, in one video, a policy it breaks scores above one it keeps (ties count half), over
+    every such pair among the policies on ``categories``: reading the video alone scores a video's policies
+    alike and gives 0.5, so what lifts it is reading the policies. NaN without a pair."""
+    asked = np.isin(split.categories, [CATEGORIES.index(c) for c in categories])
+    unsafe, safe = asked & (split.labels > 0.5), asked & (split.labels <= 0.5)
+    pairs = unsafe[:, :, None] & safe[:, None, :]
+    if not pairs.any():
+        return float("nan")
+    gap = scores[:, :, None] - scores[:, None, :]
+    won = (gap > 0) + 0.5 * (gap == 0)
+    return float(won[pairs].mean())
+
+
+def position_correct(algorithm: Guardrail, split: Split) -> np.ndarray:
+    """(n, P, P): whether the verdict on prompt policy j was right when it was asked at position k, with the
+    prompt presented in each rotation of its order (so each verdict is asked at every position once)."""
+    n, p = split.categories.shape
+    out = np.zeros((n, p, p), bool)
+    for shift in range(p):
+        order = np.roll(np.arange(p), shift)  # position k holds prompt policy order[k]
+        correct = (algorithm.scores(split, order) > 0) == (split.labels > 0.5)
+        out[:, order, np.arange(p)] = correct[:, order]
+    return out
+
+
+def position_bias(correct: np.ndarray, seed: int, draws: int = 200) -> tuple[float, np.ndarray]:
+    """(bias, accuracy at each position) from :func:`position_correct`. The gap between the best and the
+    worst position's accuracy is positive for any guardrail whose verdicts change with the order at all,
+    noise included; the bias is that gap less its mean when each verdict's positions are shuffled (no
+    position effect), so an order-blind guardrail scores 0 and verdicts that only flip at random score
+    about 0: only a systematic effect of position is left."""
+    accuracy = correct.mean((0, 1))
+    gap = float(accuracy.max() - accuracy.min())
+    rng = np.random.default_rng(seed)
+    flat = correct.reshape(-1, correct.shape[-1])
+    changing = flat[flat.any(1) & ~flat.all(1)]  # rows whose verdict moves with the position
+    null = []
+    for _ in range(draws):
+        shuffled = np.take_along_axis(changing, rng.random(changing.shape).argsort(1), 1)
+        moved = (flat.sum(0) - changing.sum(0) + shuffled.sum(0)) / len(flat)
+        null.append(moved.max() - moved.min())
+    return gap - float(np.mean(null)), accuracy
+
+
+# ------------------------------------------------------------------------------------------------- claims
+def _runs(groups: list[list[RunResult]]) -> dict[str, list[RunResult]]:
+    return {g[0].algorithm: g for g in groups if g}
+
+
+def bias_requests(budget: str) -> list[RunRequest]:
+    seeds = VideoGuardrailTask.claim_seeds(budget)
+    return [RunRequest(a, {}, seeds) for a in ("safewatch-no-pruning", "sequential")]
+
+
+def judge_bias(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """Sequential encoding's position bias exceeds PEPE's (paired by seed), SafeWatch's section 3.2; F1
+    beside."""
+    runs = _runs(groups)
+    if len(runs.get("safewatch-no-pruning", [])) < 2 or len(runs.get("sequential", [])) < 2:
+        return empty("fewer than 2 seeds of safewatch-no-pruning or sequential")
+    parts = {
+        "position bias sequential - pepe > 0": compare_runs(
+            runs["sequential"], runs["safewatch-no-pruning"], "position_bias", ">", quantity="bias gap"
+        )
+    }
+    return combine(
+        parts,
+        position_bias={n: mean_figure(r, "position_bias") for n, r in runs.items()},
+        f1={n: mean_figure(r, "f1") for n, r in runs.items()},
+    )
+
+
+PRUNING_ARMS = ("safewatch-no-pruning", "safewatch", "safewatch-random-pruning")
+
+
+def pruning_requests(budget: str) -> list[RunRequest]:
+    return [RunRequest(a, {}, VideoGuardrailTask.claim_seeds(budget)) for a in PRUNING_ARMS]
+
+
+def judge_pruning(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any]]:
+    """At ``keep`` = 0.1 (90% of the video tokens pruned), PAP's F1 stays within a point of no pruning and
+    random pruning of as many tokens loses more than PAP (paired by seed); prefill cost beside."""
+    runs = _runs(groups)
+    if any(len(runs.get(a, [])) < 2 for a in PRUNING_ARMS):
+        return empty("fewer than 2 seeds of safewatch, safewatch-no-pruning or safewatch-random-pruning")
+    none, pap, rand = (runs[a] for a in PRUNING_ARMS)
+    parts = {
+        "f1 no pruning - pap <= 0.01": compare_runs(none, pap, "f1", "<=", 0.01, quantity="f1 lost by pap"),
+        "f1 pap - random > 0": compare_runs(pap, rand, "f1", ">", quantity="f1 pap - random"),
+    }
+    return combine(
+        parts,
+        f1={n: mean_figure(r, "f1") for n, r in runs.items()},
+        prefill_mflops={n: mean_figure(r, "prefill_mflops") for n, r in runs.items()},
+        kept_tokens={n: mean_figure(r, "kept_tokens") for n, r in runs.items()},
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- task
+class VideoGuardrailTask(Task):
+    id = TASK_ID
+    version = 1
+    paper = Paper(
+        title="SafeWatch: an efficient safety-policy following video guardrail model with transparent "
+        "explanations",
+        authors="Zhaorun Chen, Francesco Pinto, Minzhou Pan, Bo Li",
+        arxiv="2501.06598",
+    )
+    summary = (
+        "A video guardrail that reads safety policies as text and flags, per policy, whether a video breaks "
+        "it: SafeWatch's parallel equivalent policy encoding (PEPE) and policy-aware token pruning (PAP) "
+        "against sequential encoding, no pruning, random pruning and a per-frame classifier, on seeded "
+        "videos of coloured shapes. Departures: a small transformer trained from scratch on patch tokens "
+        "stands in for the paper's 8B video LLM; verdicts per policy, no description or explanation text; "
+        "the public code is evaluation only, so PAP's scoring (each policy's answer token attending to the "
+        "video tokens, after the first block) and PEPE's mask are built from the paper's and the model "
+        "card's words."
+    )
+    Config = VideoGuardrailConfig
+    budgets = {  # noqa: RUF012  (read-only class data, as in Task)
+        "smoke": Budget(
+            "smoke",
+            {
+                "frames": 4,
+                "train_videos": 512,
+                "test_videos": 64,
+                "d_model": 32,
+                "layers": 2,
+                "steps": 300,
+            },
+            "4 frames, 2 blocks of d = 32, 60 steps: seconds a run",
+            claim_seeds=(0, 1),
+        ),
+        "small": Budget(
+            "small",
+            {"frames": 6, "layers": 3, "train_videos": 3000, "test_videos": 400, "steps": 1200, "lr": 2e-3},
+            "6 frames (96 video tokens), 3 blocks of d = 64, 1,200 steps of 32 videos: about 1.5 min a "
+            "training on one core; SafeWatch and its pruning ablations share one",
+            claim_seeds=tuple(range(5)),
+        ),
+        "paper": Budget(
+            "paper",
+            {"frames": 8, "layers": 4, "train_videos": 20000, "test_videos": 2000, "steps": 6000},
+            "8 frames, 4 blocks, 6,000 steps: about 15 min a training on one core (the paper fine-tunes an "
+            "8B video LLM on multi-GPU nodes)",
+            claim_seeds=tuple(range(5)),
+        ),
+    }
+    metrics = (
+        Metric(
+            "f1", True, "", "macro F1 over the test split's categories (seen policies), verdict at logit 0"
+        ),
+        Metric("auprc", True, "", "macro average precision over the test split's categories"),
+        Metric(
+            "ranking",
+            True,
+            "",
+            "within a video, the chance a broken policy scores above a kept one (0.5: blind to the text)",
+        ),
+        Metric("heldout_ranking", True, "", "ranking over the held-out categories, in held-out phrasings"),
+        Metric("heldout_f1", True, "", "macro F1 over the held-out categories, in held-out phrasings"),
+        Metric(
+            "position_bias",
+            False,
+            "",
+            "gap between the best and worst position's accuracy, over every rotation of the order, less the "
+            "gap shuffling each verdict's positions gives (0: no effect of position beyond noise)",
+        ),
+        Metric("prefill_mflops", False, "MFLOP", "counted prefill FLOPs per video"),
+        Metric("kept_tokens", False, "", "video tokens the blocks after pruning see"),
+        Metric("latency_ms", False, "ms", "scoring time per video on this CPU", measured=True),
+        Metric("seconds", False, "s", "wall-clock seconds of training and scoring", measured=True),
+    )
+    protocol = "Guardrail: fit(train split, seed); scores(split, order) -> (n, policies) logits; flops()"
+    requires = Requirement("video-guardrail", ("torch", "transformers"))
+    algorithm_modules = ("iclrbench.algorithms.video_guardrail", "iclrbench.baselines.video_guardrail")
+    claims = (
+        Claim(
+            "pepe-removes-position-bias",
+            "Policies encoded in parallel at equivalent positions (PEPE) are judged alike wherever they "
+            "stand in the prompt; sequentially encoded ones are not: sequential encoding's position bias "
+            "exceeds PEPE's (paired by seed).",
+            bias_requests,
+            judge_bias,
+        ),
+        Claim(
+            "pap-keeps-f1-at-90-percent-pruning",
+            "Pruning 90% of the video tokens by the policies' attention (PAP) keeps F1 within a point of no "
+            "pruning, while pruning as many at random loses more; prefill cost falls accordingly.",
+            pruning_requests,
+            judge_pruning,
+        ),
+    )
+
+    def evaluate(self, algorithm: Algorithm, config: VideoGuardrailConfig, seed: int) -> Outcome:
+        if not isinstance(algorithm, Guardrail):
+            raise TypeError(f"{type(algorithm).__name__} is not a Guardrail")
+        with one_torch_thread():
+            start = time.perf_counter()
+            data = make_data(config, seed)
+            algorithm.fit(data.train, seed)
+            tick = time.perf_counter()
+            test = algorithm.scores(data.test)
+            latency = 1e3 * (time.perf_counter() - tick) / len(data.test)
+            held = algorithm.scores(data.held_out)
+            bias, positions = position_bias(position_correct(algorithm, data.test), seed)
+        f1, auprc = macro(data.test, test, tuple(CATEGORIES))
+        held_categories = tuple(c for c in HELD_OUT_CATEGORIES if c in _asked(data.held_out))
+        heldout_f1, _ = macro(data.held_out, held, held_categories)
+        pruned = algorithm.prune != "none"
+        return Outcome(
+            metrics={
+                "f1": f1,
+                "auprc": auprc,
+                "ranking": within_video_ranking(data.test, test, CATEGORIES),
+                "heldout_ranking": within_video_ranking(data.held_out, held, held_categories),
+                "heldout_f1": heldout_f1,
+                "position_bias": bias,
+                "prefill_mflops": algorithm.flops() / 1e6,
+                "kept_tokens": float(kept_video_tokens(config) if pruned else config.video_tokens),
+                "latency_ms": latency,
+                "seconds": time.perf_counter() - start,
+            },
+            notes=(
+                f"accuracy by position {', '.join(f'{a:.3f}' for a in positions)}; "
+                f"{len(data.train)} training videos, {config.video_tokens} video tokens each"
+            ),
+        )
+
+
+def _asked(split: Split) -> set[str]:
+    return {CATEGORIES[i] for i in np.unique(split.categories)}
