@@ -194,9 +194,9 @@ class VideoGuardrailTask(Task):
         "against sequential encoding, no pruning, random pruning and a per-frame classifier, on seeded "
         "videos of coloured shapes. Departures: a small transformer trained from scratch on patch tokens "
         "stands in for the paper's 8B video LLM; verdicts per policy, no description or explanation text; "
-        "the public code is evaluation only, so PAP's scoring (each policy's answer token attending to the "
-        "video tokens, after the first block) and PEPE's mask are built from the paper's and the model "
-        "card's words."
+        "the public code is evaluation only, so PEPE's mask and positions and PAP's scoring (each video "
+        "token's attention to a policy's chunk in the first block, which reads one frame at a time, before "
+        "the answers read the video) are built from the paper's and the model card's words."
     )
     Config = VideoGuardrailConfig
     budgets = {  # noqa: RUF012  (read-only class data, as in Task)
@@ -208,9 +208,10 @@ class VideoGuardrailTask(Task):
                 "test_videos": 64,
                 "d_model": 32,
                 "layers": 2,
-                "steps": 300,
+                "steps": 150,
             },
-            "4 frames, 2 blocks of d = 32, 60 steps: seconds a run",
+            "4 frames, 2 blocks of d = 32, 150 steps: about 5 s a training (a smoke guardrail is barely "
+            "trained: its verdicts are near chance)",
             claim_seeds=(0, 1),
         ),
         "small": Budget(
