@@ -16,18 +16,24 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 CONFIG = VideoGuardrailTask().make_config("small")
 
 
-def _prefill(prune: str) -> torch.Tensor:
+@pytest.fixture(scope="module")
+def guardrail() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
     torch.manual_seed(0)
     model = _build(CONFIG, "parallel").eval()
     g = torch.Generator().manual_seed(0)
     video = torch.rand(64, CONFIG.video_tokens, PATCH_DIM, generator=g)
     policies = torch.randn(64, CONFIG.policies, 384, generator=g)
-    with torch.no_grad():
-        return model(video, policies, prune, torch.Generator().manual_seed(1))
+    return model, video, policies
 
 
 @pytest.mark.parametrize("prune", ["policy", "none"])
-def test_prefill_of_64_videos(benchmark, prune: str) -> None:  # type: ignore[no-untyped-def]
+def test_prefill_of_64_videos(benchmark, guardrail, prune: str) -> None:  # type: ignore[no-untyped-def]
+    model, video, policies = guardrail
+
+    def prefill() -> torch.Tensor:
+        with torch.no_grad():
+            return model(video, policies, prune, torch.Generator().manual_seed(1))
+
     benchmark.group = "video-guardrail prefill, 64 videos, 96 video tokens"
-    logits = benchmark.pedantic(_prefill, args=(prune,), rounds=5, iterations=1)
+    logits = benchmark.pedantic(prefill, rounds=10, iterations=1, warmup_rounds=1)
     assert logits.shape == (64, CONFIG.policies) and torch.isfinite(logits).all()

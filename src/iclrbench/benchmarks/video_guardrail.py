@@ -217,8 +217,11 @@ class VideoGuardrailTask(Task):
         "small": Budget(
             "small",
             {"frames": 6, "layers": 3, "train_videos": 3000, "test_videos": 400, "steps": 1200, "lr": 2e-3},
-            "6 frames (96 video tokens), 3 blocks of d = 64, 1,200 steps of 32 videos: about 1.5 min a "
+            "6 frames (96 video tokens), 3 blocks of d = 64, 1,200 steps of 32 videos: about 1.8 min a "
             "training on one core; SafeWatch and its pruning ablations share one",
+            # bench claims -j 2 from an empty store, 2 otherwise idle cores (2026-12-06): 20 runs, 10
+            # trainings
+            claims_minutes=9.5,
             claim_seeds=tuple(range(5)),
         ),
         "paper": Budget(
@@ -265,6 +268,10 @@ class VideoGuardrailTask(Task):
             "exceeds PEPE's (paired by seed).",
             bias_requests,
             judge_bias,
+            # small (2026-12-06, 5 seeds): sequential's bias -0.0005 (-0.0007 to -0.0004) against PEPE's 0:
+            # trained on shuffled orders, as SafeWatch trains, the sequential guardrail shows no position
+            # effect beyond noise; F1 0.961 against PEPE's 0.965
+            expected="not_reproduced",
         ),
         Claim(
             "pap-keeps-f1-at-90-percent-pruning",
@@ -272,6 +279,9 @@ class VideoGuardrailTask(Task):
             "pruning, while pruning as many at random loses more; prefill cost falls accordingly.",
             pruning_requests,
             judge_pruning,
+            # small (2026-12-06, 5 seeds): F1 0.965 unpruned, 0.637 with PAP (lost 0.33, 0.25 to 0.41), 0.334
+            # at random (PAP - random +0.30, 0.22 to 0.39); prefill 49.4 -> 25.1 MFLOPs
+            expected="not_reproduced",
         ),
     )
 
