@@ -204,14 +204,16 @@ class VideoGuardrailTask(Task):
             "smoke",
             {
                 "frames": 4,
-                "train_videos": 512,
+                "train_videos": 256,
                 "test_videos": 64,
                 "d_model": 32,
                 "layers": 2,
-                "steps": 150,
+                "steps": 100,
             },
-            "4 frames, 2 blocks of d = 32, 150 steps: about 5 s a training (a smoke guardrail is barely "
+            "4 frames, 2 blocks of d = 32, 100 steps: a few seconds a training (a smoke guardrail is barely "
             "trained: its verdicts are near chance)",
+            # tests/test_contract.py: 25 s (150 steps), 2 cores (2026-12-06)
+            check_minutes=0.5,
             claim_seeds=(0, 1),
         ),
         "small": Budget(
