@@ -12,8 +12,9 @@ average precision), ``ranking`` (within a video, the chance a broken policy outs
 guardrail blind to the policies' text, whatever the video shows), ``heldout_ranking`` and ``heldout_f1`` (the
 held-out categories, written in held-out phrasings), ``position_bias`` (the test split presented in every
 rotation of its policy order, so each verdict is asked at every position: the largest gap between two
-positions' accuracies), ``prefill_mflops`` (per video, counted), ``kept_tokens`` (video tokens after pruning),
-``latency_ms`` (per video, measured on this CPU) and ``seconds``.
+positions' accuracies, less that gap with each video's rotations shuffled), ``prefill_mflops`` (per video,
+counted), ``kept_tokens`` (video tokens after pruning), ``latency_ms`` (per video, measured on this CPU) and
+``seconds``.
 """
 
 from __future__ import annotations
@@ -108,18 +109,22 @@ def position_correct(algorithm: Guardrail, split: Split) -> np.ndarray:
 def position_bias(correct: np.ndarray, seed: int, draws: int = 200) -> tuple[float, np.ndarray]:
     """(bias, accuracy at each position) from :func:`position_correct`. The gap between the best and the
     worst position's accuracy is positive for any guardrail whose verdicts change with the order at all,
-    noise included; the bias is that gap less its mean when each verdict's positions are shuffled (no
-    position effect), so an order-blind guardrail scores 0 and verdicts that only flip at random score
-    about 0: only a systematic effect of position is left."""
+    noise included; the bias is that gap less its mean when each video's rotations are shuffled (no position
+    effect: a verdict's correctness may depend on the order around it, not on where it stands). Rotations,
+    not single verdicts, are shuffled, because one rotation puts a video's policies at every position once
+    (a Latin square): a flip shared by a whole rotation moves every position alike, and shuffling verdicts
+    one by one would scatter it and bias the null upward. An order-blind guardrail scores 0."""
     accuracy = correct.mean((0, 1))
     gap = float(accuracy.max() - accuracy.min())
+    n, p, _ = correct.shape
     rng = np.random.default_rng(seed)
-    flat = correct.reshape(-1, correct.shape[-1])
-    changing = flat[flat.any(1) & ~flat.all(1)]  # rows whose verdict moves with the position
+    policy = np.arange(p)[:, None]
+    shift = (np.arange(p)[None, :] - policy) % p  # the rotation that put policy j at position k
     null = []
     for _ in range(draws):
-        shuffled = np.take_along_axis(changing, rng.random(changing.shape).argsort(1), 1)
-        moved = (flat.sum(0) - changing.sum(0) + shuffled.sum(0)) / len(flat)
+        sigma = rng.random((n, p)).argsort(1)  # each video's rotations relabelled
+        source = (policy[None] + sigma[:, shift]) % p  # (n, P, P): the position read for (j, k)
+        moved = np.take_along_axis(correct, source, 2).mean((0, 1))
         null.append(moved.max() - moved.min())
     return gap - float(np.mean(null)), accuracy
 
@@ -181,7 +186,9 @@ def judge_pruning(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, Any
 # ---------------------------------------------------------------------------------------------------- task
 class VideoGuardrailTask(Task):
     id = TASK_ID
-    version = 1
+    # 2: position bias less a null that shuffles each video's rotations (version 1 shuffled single verdicts,
+    #    which scatters a rotation's shared flips and biases the null upward)
+    version = 2
     paper = Paper(
         title="SafeWatch: an efficient safety-policy following video guardrail model with transparent "
         "explanations",

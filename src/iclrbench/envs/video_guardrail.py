@@ -211,11 +211,15 @@ def policy_text(category: int, phrasing: int) -> str:
 
 
 def shuffled_texts(seed: int) -> np.ndarray:
-    """The control's map from a category to the category whose text stands for it: a derangement (no
-    category keeps its own text), drawn from the seed."""
+    """The control's map from a category to the category whose text stands for it: a derangement of the
+    training categories (none keeps its own text, and no held-out category's text reaches training; a
+    held-out category keeps its own, unused in training), drawn from the seed."""
     rng = rng_for(seed, TASK_ID, "shuffled-texts")
-    n = len(CATEGORIES)
+    train = np.array([CATEGORIES.index(c) for c in TRAIN_CATEGORIES])
     while True:
-        perm = rng.permutation(n)
-        if not (perm == np.arange(n)).any():
-            return perm
+        perm = rng.permutation(len(train))
+        if not (perm == np.arange(len(train))).any():
+            break
+    out = np.arange(len(CATEGORIES))
+    out[train] = train[perm]
+    return out
