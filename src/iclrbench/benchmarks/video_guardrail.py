@@ -277,9 +277,10 @@ class VideoGuardrailTask(Task):
             "exceeds PEPE's (paired by seed).",
             bias_requests,
             judge_bias,
-            # small (2026-12-06, 5 seeds): sequential's bias -0.0005 (-0.0007 to -0.0004) against PEPE's 0:
-            # trained on shuffled orders, as SafeWatch trains, the sequential guardrail shows no position
-            # effect beyond noise; F1 0.961 against PEPE's 0.965
+            # small (2026-12-06, 5 seeds, v2): sequential's bias -0.0005 (-0.00075 to -0.00034) against
+            # PEPE's 0: trained on shuffled orders, as SafeWatch trains, the sequential guardrail has no
+            # position bias (its positions' accuracies are, if anything, a little more even than its rotations
+            # shuffled give); F1 0.961 against PEPE's 0.965
             expected="not_reproduced",
         ),
         Claim(
