@@ -48,7 +48,7 @@ def test_the_same_seed_gives_the_same_figures(runs: dict[str, RunResult]) -> Non
 def test_with_the_policy_texts_shuffled_the_held_out_policies_stay_at_chance() -> None:
     """The negative control: trained with each category's policy text swapped for another's, the guardrail
     cannot learn what a policy's words mean, so on held-out policies its within-video ranking is a coin's:
-    0.555 on seed 0 (its scrambled words still point somewhere, at random), where the guardrail trained on the
-    true texts ranked 0.766 over 5 seeds at ``small`` (2026-12-06)."""
+    0.511 on seed 0 (0.555 when the derangement still reached the held-out categories' texts), where the
+    guardrail trained on the true texts ranked 0.766 over 5 seeds at ``small`` (2026-12-06)."""
     run = evaluate_once(TASK, "safewatch-no-pruning", budget="small", shuffle_policies=True)
     assert abs(run.metrics["heldout_ranking"] - 0.5) < 0.1, run.metrics
