@@ -79,30 +79,33 @@ def test_macro_scores_know_a_perfect_and_a_useless_guardrail() -> None:
     assert f1 == 0.0 and abs(auprc - labels.mean()) < 0.05
 
 
+# statistical, derandomised (the same examples on every run): over 40 seeds of 1,000 videos the figure's
+# standard deviation was 0.0047 for verdicts flipped at random (0.4) and 0.0036 for whole rotations (0.3)
 @given(st.integers(0, 2**16), st.floats(0.0, 0.4))
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, derandomize=True)
 def test_position_bias_is_zero_without_an_order_and_about_zero_for_noise(seed: int, flip: float) -> None:
     rng = np.random.default_rng(seed)
-    right = rng.random((200, 6, 1)) < 0.8
+    right = rng.random((1000, 6, 1)) < 0.8
     blind = np.repeat(right, 6, axis=2)  # every verdict the same at every position
     assert position_bias(blind, seed)[0] == 0.0
     noisy = blind ^ (rng.random(blind.shape) < flip)  # flips at random, no position preferred
     assert abs(position_bias(noisy, seed)[0]) < 0.03
 
 
-@given(st.integers(0, 2**16), st.floats(0.0, 0.3))
-@settings(max_examples=20, deadline=None)
-def test_position_bias_is_about_zero_when_whole_rotations_flip(seed: int, flip: float) -> None:
+def test_position_bias_is_about_zero_on_average_when_whole_rotations_flip() -> None:
     """A reordering that changes every verdict of a rotation (what sequential encoding's context does) moves
-    every position alike: no position effect, and the bias stays about 0 (a null shuffling single verdicts
-    put it near -0.004)."""
-    rng = np.random.default_rng(seed)
-    n, p = 400, 6
-    correct = np.repeat(rng.random((n, p, 1)) < 0.8, p, axis=2)
-    flipped = rng.random((n, p)) < flip  # (video, rotation)
+    every position alike: no position effect, so over 10 seeds the mean bias is within 0.0025 of 0 (its
+    standard error about 0.0011). Version 1's null, which shuffled single verdicts, gave -0.0017 on these
+    seeds: this bound is a sanity check, too loose to tell the two nulls apart."""
+    n, p = 1000, 6
     shift = (np.arange(p)[None, :] - np.arange(p)[:, None]) % p  # rotation of entry (j, k)
-    correct ^= flipped[:, shift]
-    assert abs(position_bias(correct, seed)[0]) < 0.01
+    biases = []
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        correct = np.repeat(rng.random((n, p, 1)) < 0.8, p, axis=2)
+        correct ^= (rng.random((n, p)) < 0.3)[:, shift]  # (video, rotation) flips
+        biases.append(position_bias(correct, seed)[0])
+    assert abs(np.mean(biases)) < 0.0025, biases
 
 
 def test_position_bias_finds_a_position_that_is_worse() -> None:

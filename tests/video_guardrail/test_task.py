@@ -28,6 +28,8 @@ def test_runs_report_every_declared_metric(runs: dict[str, RunResult]) -> None:
         assert set(run.metrics) == DECLARED, name
         assert 0.0 <= run.metrics["f1"] <= 1.0 and 0.0 <= run.metrics["ranking"] <= 1.0, name
         assert run.metrics["prefill_mflops"] > 0 and run.metrics["kept_tokens"] >= 1, name
+        curve = run.curves["train_loss"]  # the leaderboard's curve: 20 points, the loss falling
+        assert len(curve["x"]) == 20 and curve["x"][-1] == 100 and curve["y"][-1] < curve["y"][0], name
 
 
 def test_pepe_is_blind_to_the_order_and_pruning_cuts_the_counted_cost(runs: dict[str, RunResult]) -> None:
@@ -42,6 +44,7 @@ def test_the_same_seed_gives_the_same_figures(runs: dict[str, RunResult]) -> Non
     again = evaluate_once(TASK, "safewatch")
     for metric in DECLARED - MEASURED:
         assert again.metrics[metric] == pytest.approx(runs["safewatch"].metrics[metric], abs=1e-12), metric
+    assert again.curves == runs["safewatch"].curves
 
 
 @pytest.mark.long

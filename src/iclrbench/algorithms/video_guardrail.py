@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     import torch
 
 #: model version: a change here retrains every cached guardrail
-GUARDRAIL_VERSION = 3  # 3: the shuffled-texts control deranges the training categories only
+GUARDRAIL_VERSION = 4  # 3: the control deranges the training categories only; 4: the curve kept
 CHUNK, VIDEO, ANSWER = 0, 1, 2
 
 
@@ -225,27 +225,39 @@ def policy_inputs(split: Split, texts: np.ndarray | None = None) -> np.ndarray:
     return table[categories, split.phrasings]
 
 
-def trained_guardrail(config: VideoGuardrailConfig, train: Split, seed: int, encoding: str) -> Any:
-    """The guardrail trained on ``train`` (cached by config, seed and encoding: SafeWatch and its pruning
-    ablations share one trained network, as pruning is applied after training)."""
+#: the key under which a cached guardrail keeps its training curve beside its weights
+CURVE_KEY = "training-curve"
+
+
+def trained_guardrail(
+    config: VideoGuardrailConfig, train: Split, seed: int, encoding: str
+) -> tuple[Any, np.ndarray]:
+    """The guardrail trained on ``train`` and its training curve (step, mean loss) (cached by config, seed
+    and encoding: SafeWatch and its pruning ablations share one trained network, as pruning is applied after
+    training)."""
     import torch
 
     key = stable_hash({"v": GUARDRAIL_VERSION, "config": as_dict(config), "seed": seed, "encoding": encoding})
     folder = cache_root() / TASK_ID / f"guardrail-{key[:16]}"
 
     def write(tmp: Any) -> None:
-        model = train_guardrail(config, train, seed, encoding)
-        np.savez(tmp, **{k: v.detach().numpy() for k, v in model.state_dict().items()})
+        model, curve = train_guardrail(config, train, seed, encoding)
+        weights = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+        np.savez(tmp, **weights, **{CURVE_KEY: curve})
 
     path = build_once(folder / "weights.npz", write)
     model = _build(config, encoding)
     with np.load(path, allow_pickle=False) as stored:
-        model.load_state_dict({k: torch.from_numpy(stored[k]) for k in stored.files})
-    return model.eval()
+        curve = stored[CURVE_KEY]
+        model.load_state_dict({k: torch.from_numpy(stored[k]) for k in stored.files if k != CURVE_KEY})
+    return model.eval(), curve
 
 
-def train_guardrail(config: VideoGuardrailConfig, train: Split, seed: int, encoding: str) -> Any:
-    """AdamW on the binary cross entropy of every (video, policy) verdict, batches drawn by the seed."""
+def train_guardrail(
+    config: VideoGuardrailConfig, train: Split, seed: int, encoding: str
+) -> tuple[Any, np.ndarray]:
+    """AdamW on the binary cross entropy of every (video, policy) verdict, batches drawn by the seed; returns
+    the model and its curve, (step, mean loss over the steps since the last point) every 5% of training."""
     import torch
 
     torch.manual_seed(seed_for(seed, TASK_ID, "init", encoding) % 2**63)
@@ -258,7 +270,9 @@ def train_guardrail(config: VideoGuardrailConfig, train: Split, seed: int, encod
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, config.lr, total_steps=config.steps)
     batches = torch.Generator().manual_seed(seed_for(seed, TASK_ID, "batches") % 2**63)
     model.train()
-    for _ in range(config.steps):
+    every = max(1, config.steps // 20)
+    curve, running = [], []
+    for step in range(1, config.steps + 1):
         rows = torch.randint(len(train), (config.batch,), generator=batches)
         loss = torch.nn.functional.binary_cross_entropy_with_logits(
             model(video[rows], policies[rows]), labels[rows]
@@ -266,8 +280,12 @@ def train_guardrail(config: VideoGuardrailConfig, train: Split, seed: int, encod
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        running.append(float(loss))
+        if step % every == 0 or step == config.steps:
+            curve.append((step, float(np.mean(running))))
+            running = []
         schedule.step()
-    return model.eval()
+    return model.eval(), np.array(curve, dtype=np.float64)
 
 
 # -------------------------------------------------------------------------------------------- algorithms
@@ -279,7 +297,7 @@ class Guardrail(Algorithm):
     prune = "none"
 
     def fit(self, train: Split, seed: int) -> None:
-        self.model = trained_guardrail(self.config, train, seed, self.encoding)
+        self.model, self.curve = trained_guardrail(self.config, train, seed, self.encoding)
         self.generator_seed = seed_for(seed, TASK_ID, "random-pruning") % 2**63
 
     def scores(self, split: Split, order: np.ndarray | None = None) -> np.ndarray:

@@ -67,13 +67,19 @@ class PerFrameClassifier(Guardrail):
         labels = torch.from_numpy(train.labels)
         optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=0.01)
         batches = torch.Generator().manual_seed(seed_for(seed, TASK_ID, "batches") % 2**63)
-        for _ in range(config.steps):
+        every, curve, running = max(1, config.steps // 20), [], []
+        for step in range(1, config.steps + 1):
             rows = torch.randint(len(train), (config.batch,), generator=batches)
             logits = torch.gather(self._categories(video[rows]), 1, heads[rows])
             loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels[rows])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            running.append(float(loss))
+            if step % every == 0 or step == config.steps:
+                curve.append((step, float(np.mean(running))))
+                running = []
+        self.curve = np.array(curve, dtype=np.float64)
 
     def _categories(self, video: Any) -> Any:
         """(B, training categories) logits: the frame classifier's, max over frames."""

@@ -28,7 +28,18 @@ from iclrbench.algorithms.video_guardrail import Guardrail, kept_video_tokens
 from iclrbench.core.algorithm import Algorithm
 from iclrbench.core.decision import combine, compare_runs, empty, mean_figure
 from iclrbench.core.result import RunResult
-from iclrbench.core.task import Budget, Claim, Metric, Outcome, Paper, Requirement, RunRequest, Task, Verdict
+from iclrbench.core.task import (
+    Budget,
+    Claim,
+    Curve,
+    Metric,
+    Outcome,
+    Paper,
+    Requirement,
+    RunRequest,
+    Task,
+    Verdict,
+)
 from iclrbench.envs.video_guardrail import (
     CATEGORIES,
     HELD_OUT_CATEGORIES,
@@ -323,6 +334,11 @@ class VideoGuardrailTask(Task):
                 "kept_tokens": float(kept_video_tokens(config) if pruned else config.video_tokens),
                 "latency_ms": latency,
                 "seconds": time.perf_counter() - start,
+            },
+            curves={
+                "train_loss": Curve(
+                    algorithm.curve[:, 0].tolist(), algorithm.curve[:, 1].tolist(), "step", "training loss"
+                )
             },
             notes=(
                 f"accuracy by position {', '.join(f'{a:.3f}' for a in positions)}; "
