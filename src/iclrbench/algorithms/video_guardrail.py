@@ -280,7 +280,7 @@ def train_guardrail(
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        running.append(float(loss))
+        running.append(loss.item())
         if step % every == 0 or step == config.steps:
             curve.append((step, float(np.mean(running))))
             running = []

@@ -75,7 +75,7 @@ class PerFrameClassifier(Guardrail):
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            running.append(float(loss))
+            running.append(loss.item())
             if step % every == 0 or step == config.steps:
                 curve.append((step, float(np.mean(running))))
                 running = []
