@@ -17,11 +17,25 @@ the workers follow.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from iclrbench.algorithms.local_sgd_training import DistributedTrainer, EDiTParams, SyncSpec, edit_spec
 from iclrbench.core.algorithm import register_algorithm
 from iclrbench.core.config import param
-from iclrbench.envs.local_sgd_training import TASK_ID
+from iclrbench.envs.local_sgd_training import TASK_ID, LocalSGDConfig
+
+
+def outer_step_spec(p: Any, config: LocalSGDConfig, **fields: Any) -> SyncSpec:
+    """A local-SGD :class:`SyncSpec` with an outer step (DiLoCo, CO2): ``p``'s warm-up and tau (the task's
+    where unset), outer lr and momentum; ``fields`` add the method's own."""
+    return SyncSpec(
+        kind="local",
+        warmup_steps=config.warmup_steps if p.warmup_steps < 0 else p.warmup_steps,
+        tau=p.tau or config.tau,
+        outer_lr=p.outer_lr,
+        momentum=p.momentum,
+        **fields,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,15 +56,7 @@ class DiLoCo(DistributedTrainer):
     Params = DiLoCoParams
 
     def sync_spec(self) -> SyncSpec:
-        p = self.params
-        return SyncSpec(
-            kind="local",
-            warmup_steps=self.config.warmup_steps if p.warmup_steps < 0 else p.warmup_steps,
-            tau=p.tau or self.config.tau,
-            outer_lr=p.outer_lr,
-            momentum=p.momentum,
-            nesterov=True,
-        )
+        return outer_step_spec(self.params, self.config, nesterov=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,13 +144,6 @@ class CO2(DistributedTrainer):
 
     def sync_spec(self) -> SyncSpec:
         p = self.params
-        return SyncSpec(
-            kind="local",
-            warmup_steps=self.config.warmup_steps if p.warmup_steps < 0 else p.warmup_steps,
-            tau=p.tau or self.config.tau,
-            outer_lr=p.outer_lr,
-            momentum=p.momentum,
-            delayed=True,
-            gap_penalty=p.gap_penalty,
-            momentum_clamp=p.clamp,
+        return outer_step_spec(
+            p, self.config, delayed=True, gap_penalty=p.gap_penalty, momentum_clamp=p.clamp
         )
