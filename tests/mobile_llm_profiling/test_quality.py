@@ -180,6 +180,71 @@ def test_roofline_judge() -> None:
     assert judge_roofline(groups(0.4))[0] == "not_reproduced"
 
 
+@pytest.mark.parametrize("ratio", [0.4, 0.9])
+def test_the_roofline_claim_is_not_judged_on_the_tiny_model(ratio: float) -> None:
+    """Its decode is bound by per-token overheads, not weight reads: whatever was timed, no verdict."""
+    groups = [
+        fake_runs(
+            "mobile-llm-profiling",
+            name,
+            (0, 1, 2),
+            metrics={"bits_per_weight": b, "decode_tps": ratio * 100 / b, "roofline_decode_tps": 100 / b},
+            config={"model": "tiny"},
+        )
+        for name, (_, b) in zip(LLAMA_NAMES, LLAMA_TYPES.values(), strict=True)
+    ]
+    verdict, measured = judge_roofline(groups)
+    assert verdict == "inconclusive" and "tiny model" in measured["reason"], measured
+
+
+def _trend_groups(perplexity: dict[str, list[float]]) -> list:
+    """Three seeds of the 8 llama.cpp configurations, decode falling with bits as the roofline says, and
+    the given perplexity per configuration and seed."""
+    return [
+        [
+            fake_runs(
+                "mobile-llm-profiling",
+                name,
+                (s,),
+                metrics=_metrics(
+                    b,
+                    perplexity=perplexity[name][s],
+                    hallucination_rate=0.5 / b,
+                    decode_tps=1000 / b + s,
+                    roofline_decode_tps=900 / b,
+                ),
+            )[0]
+            for s in (0, 1, 2)
+        ]
+        for name, (_, b) in zip(LLAMA_NAMES, LLAMA_TYPES.values(), strict=True)
+    ]
+
+
+@given(st.lists(st.floats(-1.0, 1.0), min_size=24, max_size=24), st.floats(1.5, 200.0))
+@settings(max_examples=40, deadline=None)
+def test_perplexities_within_the_resolution_carry_no_order(jitter: list[float], level: float) -> None:
+    """Whatever order perplexities spanning under the resolution take (the tiny model's quantisations
+    spanned 0.7-1.4% a seed, in an order of each copy's own), the perplexity part is inconclusive: it
+    neither holds nor fails."""
+    from iclrbench.benchmarks.mobile_llm_profiling.judges import PERPLEXITY_RESOLUTION
+
+    scale = level * PERPLEXITY_RESOLUTION * 0.45  # +-0.45 of it: a span below it, relative to the smallest
+    values = iter(jitter)
+    ppl = {name: [level + scale * next(values) for _ in range(3)] for name in LLAMA_NAMES}
+    verdict, measured = judge_trends(_trend_groups(ppl))
+    assert measured["spearman(bits, perplexity) < 0"]["verdict"] == "inconclusive", measured
+    assert verdict == "inconclusive"
+    assert all(s < PERPLEXITY_RESOLUTION for s in measured["perplexity_span"]["per_seed"].values())
+
+
+def test_perplexities_beyond_the_resolution_are_judged_either_way() -> None:
+    """Spanning 8%, the same judge reads the order: falling with bits holds, rising with bits fails."""
+    falling = {n: [100 * (1 + 0.08 * i / 7)] * 3 for i, n in enumerate(LLAMA_NAMES)}  # F16 first
+    rising = {n: [100 * (1 + 0.08 * i / 7)] * 3 for i, n in enumerate(reversed(LLAMA_NAMES))}
+    assert judge_trends(_trend_groups(falling))[0] == "reproduced"
+    assert judge_trends(_trend_groups(rising))[0] == "not_reproduced"
+
+
 def test_a_constant_series_leaves_the_trend_claim_to_its_other_parts() -> None:
     """A hallucination rate of 0 everywhere defines no order: that part is inconclusive, so the claim is
     inconclusive while the other parts hold, and not reproduced as soon as one of them fails (the README

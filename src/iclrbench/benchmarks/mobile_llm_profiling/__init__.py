@@ -359,6 +359,7 @@ class MobileLLMTask(Task):
             "bound), in the order the roofline model predicts.",
             llama_requests,
             judge_trends,
+            version=2,  # 2: perplexities within PERPLEXITY_RESOLUTION of each other carry no order
             expected="reproduced",
         ),
         Claim(
@@ -367,6 +368,7 @@ class MobileLLMTask(Task):
             "rate within 30% (the real 135M model, whose weights do not fit a core's caches).",
             llama_requests,
             judge_roofline,
+            version=2,  # 2: runs of the tiny model leave it inconclusive (not bound by weight reads)
             budget="paper",
         ),
     )
