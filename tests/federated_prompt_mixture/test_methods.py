@@ -100,6 +100,31 @@ def test_prompt_features_depend_on_the_context_and_only_it_gets_gradients() -> N
     assert not torch.allclose(stacked[1], stacked[0], atol=1e-3)
 
 
+def test_the_bfloat16_tower_gives_float32_features_and_gradients_within_their_stated_cosines() -> None:
+    """precision=bf16 (the default; the public code's CLIP runs in fp16) against the float32 tower on the
+    same contexts: class features within cosine 0.999 of float32's, the context's gradient within 0.995,
+    float32 out, and the context (the parameter) float32."""
+    from iclrbench.models.vision_language import PromptedTextEncoder
+
+    names = _config().class_names
+    assert _config().precision == "bf16"
+    half, full = (PromptedTextEncoder(names, 16, p) for p in ("bf16", "fp32"))
+    grads, features = [], []
+    for encoder in (half, full):
+        ctx = torch.nn.Parameter(torch.from_numpy(initial_context(_config(), 3)))
+        text = encoder.encode(ctx)
+        (text @ text[0]).sum().backward()  # a loss that depends on every class's features
+        assert text.dtype == torch.float32 and ctx.grad.dtype == torch.float32
+        features.append(text.detach())
+        grads.append(ctx.grad.flatten())
+    cosine = torch.nn.functional.cosine_similarity
+    assert float(cosine(features[0], features[1], dim=-1).min()) > 0.999
+    assert float(cosine(grads[0], grads[1], dim=0)) > 0.995
+    assert not torch.equal(features[0], features[1])  # it is another precision, not the same tower
+    with pytest.raises(ValueError, match="precision"):
+        PromptedTextEncoder(names, 16, "fp8")
+
+
 def _training_loss(data: LocalData, ctx: np.ndarray) -> float:
     """CoOp's cross-entropy on the client's own training shots with context ``ctx``."""
     import torch

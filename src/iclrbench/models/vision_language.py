@@ -104,6 +104,28 @@ def _minilm() -> tuple[Any, Any]:
     return tokenizer, model
 
 
+@functools.lru_cache(maxsize=1)
+def _minilm_bf16() -> Any:
+    """all-MiniLM-L6-v2 frozen in bfloat16 with explicit (eager) attention, once per process: the prompted
+    text tower's half-precision copy. The public pFedMoAP code runs its frozen CLIP in half precision
+    (``PREC = "fp16"``); bfloat16 is the half type CPUs multiply natively. Eager attention, because torch's
+    CPU flash-attention backward in bfloat16 took 16 ms a layer on 21-token prompts (2/3 of a step)."""
+    import torch
+    from transformers import BertModel
+
+    _minilm()  # the offline environment and quiet logging
+    model = BertModel.from_pretrained(
+        minilm_dir(),
+        local_files_only=True,
+        add_pooling_layer=False,
+        attn_implementation="eager",
+        dtype=torch.bfloat16,
+    ).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
 def _mean_pool(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     import torch
 
@@ -136,13 +158,19 @@ def embed_texts(texts: Sequence[str]) -> np.ndarray:
 class PromptedTextEncoder:
     """MiniLM fed ``[CLS] ctx_1..ctx_M <name tokens> . [SEP]`` by input embeddings (CoOp's class token at
     the end). ``encode(ctx)`` takes contexts (M, 384) or a stack (E, M, 384) and gives normalised class
-    text features (C, 384) or (E, C, 384); differentiable in ``ctx``."""
+    text features (C, 384) or (E, C, 384), in float32; differentiable in ``ctx``. ``precision="bf16"``
+    runs the tower in bfloat16 (as the public code runs CLIP in fp16), the context and the features staying
+    float32: 3x faster a training step on a CPU with bfloat16 units, features within cosine 0.9999 of
+    float32's."""
 
-    def __init__(self, class_names: Sequence[str], n_ctx: int) -> None:
+    def __init__(self, class_names: Sequence[str], n_ctx: int, precision: str = "fp32") -> None:
         import torch
 
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision: fp32 or bf16, not {precision!r}")
         tokenizer, model = _minilm()
-        self.model = model
+        self.dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+        self.model = _minilm_bf16() if precision == "bf16" else model
         self.n_ctx = n_ctx
         self.n_classes = len(class_names)
         names = tokenizer([f"{name}." for name in class_names], add_special_tokens=False)["input_ids"]
@@ -161,8 +189,8 @@ class PromptedTextEncoder:
             mask[c, : len(row)] = 1
         with torch.no_grad():
             words = model.embeddings.word_embeddings(ids)
-        self.prefix = words[:, :1]  # [CLS]
-        self.suffix = words[:, 1 + n_ctx :]  # name tokens, '.', [SEP], padding
+        self.prefix = words[:, :1].to(self.dtype)  # [CLS]
+        self.suffix = words[:, 1 + n_ctx :].to(self.dtype)  # name tokens, '.', [SEP], padding
         self.mask = mask
         #: the word-embedding scale, for a context initialised at CoOp's std 0.02
         self.word_std = float(model.embeddings.word_embeddings.weight.std())
@@ -177,14 +205,14 @@ class PromptedTextEncoder:
         embeds = torch.cat(
             [
                 self.prefix.unsqueeze(0).expand(experts, -1, -1, -1),
-                ctxs.unsqueeze(1).expand(-1, c, -1, -1),
+                ctxs.to(self.dtype).unsqueeze(1).expand(-1, c, -1, -1),
                 self.suffix.unsqueeze(0).expand(experts, -1, -1, -1),
             ],
             dim=2,
         ).reshape(experts * c, -1, ctxs.shape[-1])
         mask = self.mask.repeat(experts, 1)
         hidden = self.model(inputs_embeds=embeds, attention_mask=mask).last_hidden_state
-        features = _mean_pool(hidden, mask).reshape(experts, c, -1)
+        features = _mean_pool(hidden.float(), mask).reshape(experts, c, -1)
         return features if stacked else features[0]
 
 

@@ -129,7 +129,7 @@ def local_data(settings_json: str, partition: int) -> LocalData:
         train_y=torch.from_numpy(data.train_labels),
         test_x=torch.from_numpy(vl.image_features(test)),
         test_y=torch.from_numpy(data.test_labels),
-        encoder=_encoder(config.class_names, config.n_ctx),
+        encoder=_encoder(config.class_names, config.n_ctx, config.precision),
         logit_scale=vl.logit_scale(),
         zero_shot=torch.from_numpy(vl.zero_shot_features(config.class_names)),
         run_seed=settings.seed,
@@ -137,10 +137,10 @@ def local_data(settings_json: str, partition: int) -> LocalData:
 
 
 @functools.lru_cache(maxsize=4)
-def _encoder(class_names: tuple[str, ...], n_ctx: int) -> Any:
+def _encoder(class_names: tuple[str, ...], n_ctx: int, precision: str) -> Any:
     from iclrbench.models.vision_language import PromptedTextEncoder
 
-    return PromptedTextEncoder(class_names, n_ctx)
+    return PromptedTextEncoder(class_names, n_ctx, precision)
 
 
 # ----------------------------------------------------------------------------------------- record utils
