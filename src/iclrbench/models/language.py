@@ -196,6 +196,29 @@ class LlamaCppLM:
                 break
         return _cut_at_stop(self.detokenize(out), stop)
 
+    def sample(
+        self,
+        prompt: str,
+        max_new_tokens: int,
+        seed: int,
+        temperature: float = 1.0,
+        top_p: float = 0.95,
+        stop: Sequence[str] = (),
+    ) -> str:
+        """One continuation sampled at ``temperature`` from the ``top_p`` nucleus (no top-k cut), the same
+        for the same ``seed``."""
+        ids = self.tokenize(prompt)
+        _check_length(self, ids, max_new_tokens)
+        self.llm.reset()
+        self.llm.set_seed(seed)
+        out: list[int] = []
+        eos = self.llm.token_eos()
+        for token in self.llm.generate(ids, temp=temperature, top_p=top_p, top_k=0, reset=True):
+            if token == eos or len(out) >= max_new_tokens:
+                break
+            out.append(token)
+        return _cut_at_stop(self.detokenize(out), stop)
+
     def logprobs(self, ids: Sequence[int]) -> np.ndarray:
         """log p(ids[t] | ids[:t]) for t = 1..len-1 (needs ``logits_all=True``)."""
         _check_length(self, ids)

@@ -104,6 +104,16 @@ def _minilm() -> tuple[Any, Any]:
     return tokenizer, model
 
 
+def minilm_tokenizer() -> Any:
+    """all-MiniLM-L6-v2's tokenizer (loaded with the model, once per process, offline)."""
+    return _minilm()[0]
+
+
+def minilm_word_embeddings() -> np.ndarray:
+    """all-MiniLM-L6-v2's input word-piece embeddings (vocabulary x 384), float32."""
+    return _minilm()[1].embeddings.word_embeddings.weight.detach().numpy()
+
+
 @functools.lru_cache(maxsize=1)
 def _minilm_bf16() -> Any:
     """all-MiniLM-L6-v2 frozen in bfloat16 with explicit (eager) attention, once per process: the prompted
