@@ -191,14 +191,17 @@ class SafetyGuardTask(Task):
             {"benign": 40, "synthetic": 12, "prompt_tokens": 24, "epochs": 10, "teacher_epochs": 100},
             "40 benign prompts, 12 synthetic of 24 tokens, 10 student epochs: seconds a run once the benign "
             "prompts are cached (their generation: ~30 s, once)",
-            check_minutes=2.0,
+            check_minutes=2.0,  # tests/test_contract.py: 97 s, 2 cores (2026-12-06)
             claim_seeds=(0, 1),
         ),
         "small": Budget(
             "small",
             {},
             "200 benign prompts, 64 synthetic of 40 tokens (about a minute of SmolLM2 on one core a "
-            "generating run), 30 student epochs",
+            "generating run), 30 student epochs; the claims 10.7 min",
+            # bench claims -j 2 from an empty store, 2 otherwise idle cores (2026-12-06): 20 runs, the
+            # benign prompts' generation (~2.5 min) included
+            claims_minutes=10.7,
             claim_seeds=tuple(range(5)),
         ),
         "paper": Budget(
@@ -246,6 +249,10 @@ class SafetyGuardTask(Task):
             "points or more, paired by seed).",
             prefix_requests,
             judge_prefix,
+            # small (2026-12-06, 5 seeds): harmful share 0.800 with the prefix, 0.759 without (+0.041, -0.063
+            # to 0.144); refusals 0.000 and 0.006: SmolLM2-135M hardly refuses, so the jailbreak has little
+            # to undo
+            expected="inconclusive",
         ),
         Claim(
             "harmaug-student-beats-no-augmentation-and-eda",
@@ -253,6 +260,9 @@ class SafetyGuardTask(Task):
             "augmentation and than EDA's, at under 25% of the teacher's compute.",
             student_requests,
             judge_students,
+            # small (2026-12-06, 5 seeds): held-out AUPRC HarmAug 0.793, no augmentation 0.764 (+0.029,
+            # -0.051 to 0.110), EDA 0.804 (-0.011, -0.090 to 0.068); FLOPs 5.0e-6 of the teacher's
+            expected="inconclusive",
         ),
     )
 
