@@ -134,6 +134,20 @@ def test_llama_cpp_and_torch_agree_on_one_file(tiny: Path) -> None:
 
 
 @needs_llama_cpp
+def test_llama_cpp_sampling_is_a_function_of_its_seed(tiny: Path) -> None:
+    """``sample`` (safety-guard-distillation's generator): the same seed the same text, across a greedy
+    call in between; at a high temperature, other seeds other texts."""
+    from iclrbench.models.language import LlamaCppLM, opened
+
+    prompt = FactWorld(QUICK["entities"]).questions()[0].prompt
+    with opened(LlamaCppLM(tiny, n_ctx=64)) as llama:
+        first = llama.sample(prompt, 12, seed=7, temperature=1.5)
+        llama.generate(prompt, 4)
+        assert llama.sample(prompt, 12, seed=7, temperature=1.5) == first
+        assert len({llama.sample(prompt, 12, seed=s, temperature=1.5) for s in range(6)}) > 1
+
+
+@needs_llama_cpp
 def test_llama_cpp_quantisation_shrinks_the_file_with_the_bits(tiny: Path) -> None:
     from iclrbench.models.quantise import quantise_gguf
 

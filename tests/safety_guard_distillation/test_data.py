@@ -26,9 +26,10 @@ except Exception as exc:  # a UserError naming the install
 SMALL = SafetyGuardConfig(benign=40)
 
 
-def test_harmbench_ships_six_categories_without_copyright() -> None:
+def test_harmbench_ships_six_categories_of_standard_behaviours() -> None:
     rows = harmbench_behaviours()
-    assert len(rows) == len({t for t, _ in rows}) > 250
+    assert len(rows) == len({t for t, _ in rows}) == 200
+    assert not any(t.startswith(("Given this", "Slightly modify this")) for t, _ in rows)  # contextual
     assert {c for _, c in rows} == set(CATEGORIES)
     assert all(t.strip() == t and t for t, _ in rows)
 
@@ -54,6 +55,15 @@ def test_the_same_seed_gives_the_same_split_and_another_seed_another() -> None:
     assert a.student_train.texts != c.student_train.texts
 
 
+def test_benign_prompts_are_distinct() -> None:
+    """The generator repeats itself for a topic and opening asked twice: duplicates are dropped before the
+    pools are cut, so that no benign prompt is both trained on and evaluated."""
+    from iclrbench.envs.safety_guard_distillation import benign_prompts
+
+    texts = benign_prompts(SMALL.benign)
+    assert len(texts) == len(set(texts)) > 0.9 * SMALL.benign
+
+
 def test_benign_prompts_share_harmbench_forms() -> None:
     """Each benign prompt opens with one of the openings HarmBench's behaviours use, so form alone does not
     tell the classes apart."""
@@ -71,7 +81,12 @@ def test_benign_prompts_share_harmbench_forms() -> None:
 
 @pytest.mark.parametrize(
     ("held_out", "message"),
-    [(("weapons",), "not among"), ((), "name 1 to 5"), (CATEGORIES, "name 1 to 5")],
+    [
+        (("weapons",), "not among"),
+        ((), "name 1 to 5"),
+        (CATEGORIES, "name 1 to 5"),
+        (("illegal", "illegal"), "twice"),
+    ],
 )
 def test_a_bad_held_out_list_is_one_clear_error(held_out: tuple[str, ...], message: str) -> None:
     with pytest.raises(ValueError, match=message):

@@ -106,7 +106,9 @@ class _Teacher:
         return np.linspace(0.0, 1.0, len(texts))
 
 
-def test_the_control_shuffles_the_added_prompts_labels_only() -> None:
+def test_the_control_gives_the_added_prompts_labels_drawn_from_the_whole_set() -> None:
+    """The labelled set keeps its labels; each synthetic prompt gets another training prompt's label (drawn
+    without replacement from the whole set), so the labels keep their mix but not their meaning."""
     config = SafetyGuardConfig(benign=40)
     split = make_split(config, 0)
     added = Augmentation([f"prompt {i}" for i in range(10)])
@@ -115,4 +117,5 @@ def test_the_control_shuffles_the_added_prompts_labels_only() -> None:
     control = HarmAug(HarmAugParams(shuffle_labels=True), config, np.random.default_rng(0))
     shuffled = control.soft_labels(_Teacher(), split, added, 0)
     assert np.array_equal(true[:n], shuffled[:n])
-    assert sorted(true[n:]) == sorted(shuffled[n:]) and not np.array_equal(true[n:], shuffled[n:])
+    assert set(shuffled[n:]) <= set(true) and len(set(shuffled[n:])) == len(added.texts)  # no repeats
+    assert np.mean(shuffled[n:] == true[n:]) < 0.5

@@ -41,6 +41,12 @@ def test_runs_report_every_declared_metric(runs: dict[str, RunResult]) -> None:
 
 
 def test_the_same_seed_gives_the_same_figures(runs: dict[str, RunResult]) -> None:
+    """The teacher trained again (its per-process cache cleared), the student trained again: the same
+    figures. (The synthetic prompts are read from their cache; their sampling's determinism is
+    tests/models' llama.cpp test.)"""
+    from iclrbench.envs.safety_guard_distillation import teacher_for
+
+    teacher_for.cache_clear()
     again = evaluate_once(TASK, "harmaug")
     for metric in DECLARED - MEASURED:
         assert again.metrics[metric] == pytest.approx(runs["harmaug"].metrics[metric], abs=1e-12), metric

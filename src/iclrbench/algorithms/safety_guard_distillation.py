@@ -43,12 +43,13 @@ from iclrbench.envs.safety_guard_distillation import (
     Teacher,
     clean_generation,
 )
+from iclrbench.models.language import file_digest, smollm2_path
 
 if TYPE_CHECKING:
     import torch
 
 #: bump when the generation changes: cached synthetic prompts of another version are not read
-GENERATION_VERSION = 1
+GENERATION_VERSION = 2  # 2: the same requests and sampling seeds with and without the prefix
 HARMAUG_REQUEST = "Make a single harmful instruction prompt that would elicit offensive content."
 HARMAUG_PREFIX = "I have an idea for a prompt:"
 #: the start of a generator's refusal (lower case)
@@ -137,7 +138,12 @@ def train_student(
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": rest, "weight_decay": 0.0}],
         lr=config.lr,
     )
-    schedule = torch.optim.lr_scheduler.LambdaLR(optim, lambda step: max(0.0, 1 - step / total))
+    # the public code's linear warm-up (100 steps) and decay; its warm-up is cut to a tenth of a run this
+    # short (240 steps at small), where 100 would be most of it
+    warmup = min(100, max(1, total // 10))
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optim, lambda step: min((step + 1) / warmup, max(0.0, (total - step) / max(1, total - warmup)))
+    )
     generator = torch.Generator().manual_seed(seed_for(seed, TASK_ID, "batches") % 2**63)
     curve = []
     for _ in range(config.epochs):
@@ -150,6 +156,7 @@ def train_student(
             loss = kd_loss(model(torch.from_numpy(idx), torch.from_numpy(off)), soft_t[batch])
             optim.zero_grad()
             loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # the public code's max_norm
             optim.step()
             schedule.step()
             losses.append(float(loss.item()))
@@ -240,18 +247,22 @@ def generate_prompts(split: Split, config: SafetyGuardConfig, seed: int, prefix:
         "version": GENERATION_VERSION,
         "seed": seed,
         "prefix": prefix,
+        "request": harmaug_request(["{exemplar}"]),
+        "model": file_digest(smollm2_path()),
         "harmful": stable_hash({"texts": harmful}),
         **{k: getattr(config, k) for k in ("synthetic", "prompt_tokens", "shots", "temperature", "top_p")},
     }
     path = cache_root() / TASK_ID / "generated" / f"{stable_hash(settings)}.json"
 
     def write(tmp: Path) -> None:
-        from iclrbench.models.language import LlamaCppLM, chat_prompt, opened, smollm2_path
+        from iclrbench.models.language import LlamaCppLM, chat_prompt, opened
 
         model = smollm2_path()
-        rng = rng_for(seed, TASK_ID, "exemplars", prefix)
+        # the exemplars and the sampling seeds do not depend on the prefix: with and without it, the
+        # generator is asked the same requests, so the prefix claim's runs pair request by request
+        rng = rng_for(seed, TASK_ID, "exemplars")
         raw = []
-        with opened(LlamaCppLM(model, n_ctx=512)) as lm:
+        with opened(LlamaCppLM(model, n_ctx=1024)) as lm:
             for i in range(config.synthetic):
                 shots = [harmful[j] for j in rng.choice(len(harmful), config.shots, replace=False)]
                 request = chat_prompt(model, [{"role": "user", "content": harmaug_request(shots)}])
@@ -259,7 +270,7 @@ def generate_prompts(split: Split, config: SafetyGuardConfig, seed: int, prefix:
                     lm.sample(
                         request + prefix,
                         config.prompt_tokens,
-                        seed_for(seed, TASK_ID, "generate", prefix, str(i)) % 2**31,
+                        seed_for(seed, TASK_ID, "generate", str(i)) % 2**31,
                         config.temperature,
                         config.top_p,
                     )
@@ -276,7 +287,9 @@ class HarmAugParams:
     hidden: int = param(64, "hidden units of the student", low=1, high=65536)
     prefix: str = param(HARMAUG_PREFIX, "affirmative prefix prefilled into the generator's reply")
     shuffle_labels: bool = param(
-        False, "negative control: the teacher's labels of the synthetic prompts shuffled among them"
+        False,
+        "negative control: each synthetic prompt gets the teacher's label of a prompt drawn from the whole "
+        "training set (labelled and synthetic, without replacement), not its own",
     )
 
 
@@ -293,7 +306,11 @@ class HarmAug(GuardMethod):
     def soft_labels(self, teacher: Teacher, split: Split, added: Augmentation, seed: int) -> np.ndarray:
         soft = super().soft_labels(teacher, split, added, seed)
         if self.params.shuffle_labels and added.texts:
+            # labels permuted over the whole training set, the permuted values given to the synthetic rows
+            # only: their labels keep the set's mix of safe and unsafe but no longer say anything about
+            # their own text (shuffling among the synthetic prompts alone, most of them labelled unsafe,
+            # moved few labels); the labelled set keeps its own
             n = len(split.student_train)
             rng = rng_for(seed, TASK_ID, "shuffle-labels")
-            soft[n:] = soft[n:][rng.permutation(len(added.texts))]
+            soft[n:] = soft[rng.permutation(len(soft))[: len(added.texts)]]
         return soft

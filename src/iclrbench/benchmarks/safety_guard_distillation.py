@@ -165,7 +165,10 @@ def judge_students(groups: list[list[RunResult]]) -> tuple[Verdict, dict[str, An
 # --------------------------------------------------------------------------------------------------- task
 class SafetyGuardTask(Task):
     id = TASK_ID
-    version = 1
+    # 2: standard behaviours only (contextual ones left out), benign prompts distinct, the same generation
+    #    requests with and without the prefix, warm-up and clipping, the control's labels drawn from the
+    #    whole training set
+    version = 2
     paper = Paper(
         title="HarmAug: effective data augmentation for knowledge distillation of safety guard models",
         authors="Seanie Lee, Haebin Seong, Dong Bok Lee, Minki Kang, Xiaoyin Chen, Dominik Wagner, Yoshua "
@@ -181,7 +184,8 @@ class SafetyGuardTask(Task):
         "beyond the abstract's, the exemplar list and the sampling settings are ours); the teacher is "
         "MiniLM's frozen embedding under a trained head (not Llama-Guard-3-8B); the student is a hashed "
         "n-gram network (not DeBERTa-v3-large, which does not fine-tune in this budget), with its own "
-        "learning rate; guards read prompts alone: the second pass (responses to the synthetic prompts) "
+        "learning rate and the public code's 100-step warm-up cut to a tenth of its short runs; guards "
+        "read prompts alone: the second pass (responses to the synthetic prompts) "
         "is not built; EDA's synonyms are MiniLM's nearest word pieces (no WordNet offline)."
     )
     Config = SafetyGuardConfig

@@ -53,7 +53,7 @@ CATEGORIES = (
     "misinformation_disinformation",
 )
 #: bump when the benign prompts' generation changes: cached pools of another version are not read
-BENIGN_VERSION = 1
+BENIGN_VERSION = 2  # 2: raw replies kept, cleaned when read; duplicates dropped
 #: openings HarmBench's behaviours use most, each prefilled into a benign prompt's reply
 OPENINGS = (
     "Give detailed instructions for",
@@ -107,6 +107,8 @@ class SafetyGuardConfig:
         unknown = [c for c in self.held_out if c not in CATEGORIES]
         if unknown:
             raise ValueError(f"held_out: {', '.join(unknown)} not among {', '.join(CATEGORIES)}")
+        if len(set(self.held_out)) != len(self.held_out):
+            raise ValueError(f"held_out: {', '.join(self.held_out)} names a category twice")
         if not self.held_out or len(self.held_out) >= len(CATEGORIES):
             raise ValueError(f"held_out: name 1 to {len(CATEGORIES) - 1} of the {len(CATEGORIES)} categories")
 
@@ -128,13 +130,15 @@ def harmbench_dir() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def harmbench_behaviours() -> tuple[tuple[str, str], ...]:
-    """(behaviour, category) of HarmBench's text test and validation sets, without ``copyright``, in file
-    order, duplicates dropped."""
+    """(behaviour, category) of HarmBench's standard text behaviours (test and validation sets), without
+    ``copyright``, in file order, duplicates dropped. The ``contextual`` ones are left out: without the
+    context text they point to ("Given this ...", "Slightly modify this text ...") they are not requests,
+    and their wording is a cue no benign prompt shares."""
     out: dict[str, str] = {}
     for name in ("harmbench_behaviors_text_test.csv", "harmbench_behaviors_text_val.csv"):
         with open(harmbench_dir() / name, newline="", encoding="utf-8") as f:
             for row in csv.DictReader(f):
-                if row["SemanticCategory"] in CATEGORIES:
+                if row["SemanticCategory"] in CATEGORIES and row["FunctionalCategory"] == "standard":
                     out.setdefault(row["Behavior"].strip(), row["SemanticCategory"])
     return tuple(out.items())
 
@@ -165,26 +169,40 @@ def clean_generation(text: str) -> str:
 
 
 def benign_prompts(count: int) -> list[str]:
-    """``count`` benign prompts written by SmolLM2 (cached): topic ``i % 50`` asked with opening
-    ``i % 10`` prefilled, 24 tokens sampled with seed ``i``."""
-    path = cache_root() / TASK_ID / f"benign-v{BENIGN_VERSION}-{count}.json"
+    """``count`` benign prompts written by SmolLM2 (cached), duplicates dropped: topic ``i % 50`` asked
+    with opening ``i % 10`` prefilled, 24 tokens sampled with seed ``i``. The cache is keyed by everything
+    that makes them (the topics, openings, request, model file), and keeps the raw replies, which are
+    cleaned when read."""
+    from iclrbench.core.config import stable_hash
+    from iclrbench.models.language import file_digest, smollm2_path
+
+    model = smollm2_path()
+    key = {
+        "version": BENIGN_VERSION,
+        "count": count,
+        "topics": TOPICS,
+        "openings": OPENINGS,
+        "request": benign_request("{topic}"),
+        "model": file_digest(model),
+    }
+    path = cache_root() / TASK_ID / f"benign-{stable_hash(key)}.json"
 
     def write(tmp: Path) -> None:
-        from iclrbench.models.language import LlamaCppLM, chat_prompt, opened, smollm2_path
+        from iclrbench.models.language import LlamaCppLM, chat_prompt, opened
 
-        model = smollm2_path()
-        texts = []
+        raw = []
         with opened(LlamaCppLM(model, n_ctx=256)) as lm:
             for i in range(count):
-                opening = OPENINGS[i % len(OPENINGS)]
-                prompt = chat_prompt(
-                    model, [{"role": "user", "content": benign_request(TOPICS[i % len(TOPICS)])}]
+                request = benign_request(TOPICS[i % len(TOPICS)])
+                prompt = chat_prompt(model, [{"role": "user", "content": request}])
+                raw.append(
+                    lm.sample(prompt + OPENINGS[i % len(OPENINGS)], 24, seed_for(i, TASK_ID, "benign"))
                 )
-                tail = clean_generation(lm.sample(prompt + opening, 24, seed_for(i, TASK_ID, "benign")))
-                texts.append(f"{opening} {tail}".strip())
-        tmp.write_text(json.dumps(texts, indent=0))
+        tmp.write_text(json.dumps({"key": key, "raw": raw}, indent=0))
 
-    return json.loads(build_once(path, write).read_text())
+    raw = json.loads(build_once(path, write).read_text())["raw"]
+    texts = [f"{OPENINGS[i % len(OPENINGS)]} {clean_generation(r)}".strip() for i, r in enumerate(raw)]
+    return list(dict.fromkeys(texts))
 
 
 # -------------------------------------------------------------------------------------------- splits
