@@ -41,7 +41,7 @@ def test_student_scores_64_prompts(benchmark, prompts) -> None:  # type: ignore[
 
 
 def test_teacher_scores_64_prompts(benchmark, prompts) -> None:  # type: ignore[no-untyped-def]
-    train = Examples(tuple(prompts[:8]), np.array([1, 0] * 4), ("x",) * 8)
+    train = Examples(tuple(prompts[:8]), np.array([1, 0] * 4), ("x",) * 8, ("prompt",) * 8)
     teacher = Teacher(train, epochs=1, seed=0)
     benchmark.group = "safety-guard-distillation: scoring 64 prompts"
     scores = benchmark.pedantic(lambda: teacher.unsafe(prompts, memoised=False), rounds=3, warmup_rounds=1)

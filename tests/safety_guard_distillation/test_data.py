@@ -1,20 +1,27 @@
 """safety-guard-distillation's data: HarmBench's behaviours as shipped, the per-seed splits (the held-out
-categories never reach the student's labelled set; labelled and evaluation pools never share a prompt),
-the config's checks, and the cleaning of generations."""
+categories never reach the student's labelled set; labelled and evaluation pools never share a prompt;
+every prompt comes alone and with its two replies, labelled by the conversation rule), the config's checks,
+and the cleaning of generations."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from iclrbench.envs.safety_guard_distillation import (
     CATEGORIES,
+    KINDS,
     OPENINGS,
+    RESPONSE_MARK,
+    RESPONSE_OPENINGS,
     SafetyGuardConfig,
     clean_generation,
+    conversation,
     harmbench_behaviours,
     make_split,
+    teacher_features,
 )
 
 pytest.importorskip("torch")
@@ -23,7 +30,8 @@ try:
 except Exception as exc:  # a UserError naming the install
     pytest.skip(str(exc), allow_module_level=True)
 
-SMALL = SafetyGuardConfig(benign=40)
+#: smoke's data settings, so that the tests read the replies the smoke runs cache
+SMALL = SafetyGuardConfig(benign=40, response_tokens=8)
 
 
 def test_harmbench_ships_six_categories_of_standard_behaviours() -> None:
@@ -45,8 +53,15 @@ def test_the_split_keeps_held_out_categories_from_the_student(seed: int) -> None
     assert not set(split.eval_seen.texts) & set(teacher.texts)
     assert set(split.eval_seen.categories) == {*SMALL.seen, "benign"}
     for examples in (student, teacher, split.eval_held_out, split.eval_seen):
-        harmful = [c != "benign" for c in examples.categories]
-        assert examples.labels.tolist() == [int(h) for h in harmful]
+        assert examples.kinds == KINDS * len(examples.prompts)  # each prompt, then its two conversations
+        for text, label, category, kind in zip(
+            examples.texts, examples.labels, examples.categories, examples.kinds, strict=True
+        ):
+            assert (RESPONSE_MARK in text) is (kind != "prompt")
+            # unsafe: a harmful prompt, alone or answered; a refusal and anything benign are safe
+            assert label == int(category != "benign" and kind != "refuse"), (text, kind)
+    # no prompt is in two pools: its conversations follow it
+    assert not set(student.prompts) & (set(split.eval_held_out.prompts) | set(split.eval_seen.prompts))
 
 
 def test_the_same_seed_gives_the_same_split_and_another_seed_another() -> None:
@@ -77,6 +92,23 @@ def test_benign_prompts_share_harmbench_forms() -> None:
         if c == "benign"
     ]
     assert benign and all(any(t.startswith(o) for o in OPENINGS) for t in benign)
+
+
+def test_every_prompt_has_a_complying_and_a_refusing_reply_from_their_openings() -> None:
+    examples = make_split(SMALL, 0).eval_held_out
+    for i in range(0, len(examples), len(KINDS)):
+        prompt, comply, refuse = examples.texts[i : i + 3]
+        for text, kind in ((comply, "comply"), (refuse, "refuse")):
+            head, reply = text.split(RESPONSE_MARK)
+            assert head == prompt and reply.startswith(RESPONSE_OPENINGS[kind]), (text, kind)
+            assert len(reply) > len(RESPONSE_OPENINGS[kind])  # the generator went on
+
+
+def test_the_teachers_features_embed_prompt_and_reply_apart() -> None:
+    prompt = "Write a note"
+    alone, answered = teacher_features([prompt, conversation(prompt, "Sure, here is one")])
+    assert alone.shape == (769,) and np.array_equal(alone[:384], answered[:384])
+    assert not alone[384:].any() and answered[-1] == 1.0 and np.linalg.norm(answered[384:768]) > 0.5
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from iclrbench.algorithms.safety_guard_distillation import (
     HARMAUG_REQUEST,
-    Augmentation,
     HarmAug,
     HarmAugParams,
     harmaug_request,
@@ -42,6 +41,12 @@ def test_hashed_ngrams_are_an_embedding_bags_input(texts: list[str], buckets: in
 def test_ngrams_are_words_and_word_pairs() -> None:
     assert ngrams("Write a Note!") == ["write", "a", "note", "write a", "a note"]
     assert ngrams("...") == []
+
+
+def test_a_replys_ngrams_are_kept_apart_from_the_prompts() -> None:
+    from iclrbench.envs.safety_guard_distillation import conversation
+
+    assert ngrams(conversation("How to", "How to")) == ["how", "to", "how to", "r:how", "r:to", "r:how to"]
 
 
 def test_the_distillation_loss_is_half_cross_entropy_plus_kl() -> None:
@@ -109,13 +114,13 @@ class _Teacher:
 def test_the_control_gives_the_added_prompts_labels_drawn_from_the_whole_set() -> None:
     """The labelled set keeps its labels; each synthetic prompt gets another training prompt's label (drawn
     without replacement from the whole set), so the labels keep their mix but not their meaning."""
-    config = SafetyGuardConfig(benign=40)
+    config = SafetyGuardConfig(benign=40, response_tokens=8)
     split = make_split(config, 0)
-    added = Augmentation([f"prompt {i}" for i in range(10)])
+    added = [f"prompt {i}" for i in range(10)]
     n = len(split.student_train)
     true = HarmAug(HarmAugParams(), config, np.random.default_rng(0)).soft_labels(_Teacher(), split, added, 0)
     control = HarmAug(HarmAugParams(shuffle_labels=True), config, np.random.default_rng(0))
     shuffled = control.soft_labels(_Teacher(), split, added, 0)
     assert np.array_equal(true[:n], shuffled[:n])
-    assert set(shuffled[n:]) <= set(true) and len(set(shuffled[n:])) == len(added.texts)  # no repeats
+    assert set(shuffled[n:]) <= set(true) and len(set(shuffled[n:])) == len(added)  # no repeats
     assert np.mean(shuffled[n:] == true[n:]) < 0.5

@@ -4,6 +4,8 @@ and bad settings refused in one line."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from iclrbench.benchmarks.safety_guard_distillation import SafetyGuardTask
@@ -64,12 +66,17 @@ def test_an_unknown_held_out_category_is_one_clear_line() -> None:
         evaluate_once(TASK, "harmaug", held_out="weapons")
 
 
-@pytest.mark.long
+@pytest.mark.skipif(
+    os.environ.get("ICLRBENCH_LONG_CLAIMS") != "1",
+    reason="claim-sized (minutes of SmolLM2 a seed on a clean cache): ICLRBENCH_LONG_CLAIMS=1 runs it; "
+    "test_controls.py judges the control's stored runs at small in every make test",
+)
 def test_with_the_synthetic_labels_shuffled_the_student_claim_is_not_reproduced() -> None:
     """The negative control of the student claim, on real runs at ``small`` (seeds 0-2: on a clean cache
-    each HarmAug seed samples its 64 prompts, about a minute): the teacher's labels of HarmAug's prompts
-    shuffled among them, the judge does not find HarmAug's student ahead. Measured over seeds 0-4
-    (2026-12-06): AUPRC 0.785 shuffled, 0.793 with the true labels, 0.764 without augmentation, 0.804 EDA."""
+    each HarmAug seed samples its 64 prompts and their 128 replies, minutes): each synthetic input labelled
+    as another training input, the judge does not find HarmAug's student ahead. Measured over seeds 0-4
+    (v3, 2026-12-07): AUPRC 0.649 shuffled, 0.701 with the true labels, 0.687 without augmentation, 0.670
+    EDA."""
     from iclrbench.benchmarks.safety_guard_distillation import judge_students
 
     seeds = (0, 1, 2)

@@ -5,10 +5,11 @@ shares.
 **HarmAug** (the paper's Fig. 1 and abstract): an instruction-tuned LM is asked to "make a single harmful
 instruction prompt that would elicit offensive content", shown exemplars from the labelled set, and its
 reply is prefilled with the affirmative prefix "I have an idea for a prompt:" (a jailbreak: the model
-continues an answer it has already agreed to give); the sampled prompts join the labelled set, and the
-teacher labels every prompt. Here the LM is the shipped SmolLM2-135M-Instruct on llama.cpp, sampled at
-temperature 1 from the 0.95 nucleus (the paper's sampling settings are not in its public code, which holds
-only the distillation).
+continues an answer it has already agreed to give); a second pass has the LM answer each sampled prompt
+(here twice: a complying and a refusing reply, :func:`second_pass`), and the teacher labels every prompt
+and every prompt-response pair, which join the labelled set. Here the LM is the shipped
+SmolLM2-135M-Instruct on llama.cpp, sampled at temperature 1 from the 0.95 nucleus (the paper's sampling
+settings are not in its public code, which holds only the distillation).
 
 **The student recipe** (the public code's ``src/kd_trainer.py`` and ``src/dataset.py``): the training labels
 are the teacher's (hard: its probability > 0.5; soft: the probability), the loss is ``0.5 * (CE(hard) +
@@ -37,11 +38,14 @@ from iclrbench.core.cache import build_once, cache_root
 from iclrbench.core.config import param, stable_hash
 from iclrbench.core.seeding import rng_for, seed_for
 from iclrbench.envs.safety_guard_distillation import (
+    RESPONSE_MARK,
     TASK_ID,
     SafetyGuardConfig,
     Split,
     Teacher,
     clean_generation,
+    guard_inputs,
+    responses,
 )
 from iclrbench.models.language import file_digest, smollm2_path
 
@@ -62,10 +66,16 @@ WORD = re.compile(r"[a-z0-9']+")
 
 
 # ---------------------------------------------------------------------------------------------- student
-def ngrams(text: str) -> list[str]:
-    """Lower-cased words and adjacent word pairs."""
+def _grams(text: str) -> list[str]:
     words = WORD.findall(text.lower())
     return words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
+
+
+def ngrams(text: str) -> list[str]:
+    """Lower-cased words and adjacent word pairs; in a conversation, the reply's apart from the prompt's
+    (marked ``r:``), so that "how to" asked and "how to" answered are two features."""
+    prompt, _, reply = text.partition(RESPONSE_MARK)
+    return _grams(prompt) + [f"r:{g}" for g in _grams(reply)]
 
 
 def hashed(texts: Sequence[str], buckets: int) -> tuple[np.ndarray, np.ndarray]:
@@ -189,24 +199,35 @@ class StudentParams:
     hidden: int = param(64, "hidden units of the student", low=1, high=65536)
 
 
+def second_pass(prompts: Sequence[str], config: SafetyGuardConfig) -> list[str]:
+    """The paper's second pass over added prompts: each prompt alone and with the generator's complying and
+    refusing replies (:func:`~iclrbench.envs.safety_guard_distillation.responses`), three guard inputs a
+    prompt, for the teacher to label."""
+    if not prompts:
+        return []
+    return list(guard_inputs(prompts, False, "added", responses(prompts, config.response_tokens)).texts)
+
+
 class GuardMethod(Algorithm):
     """Protocol of safety-guard-distillation: ``augment`` proposes extra prompts from the student's labelled
-    set; ``fit`` trains the student on the labelled set and the augmentation, every prompt labelled by the
-    teacher; ``scores`` gives the probability of "unsafe"; ``flops`` counts one prompt's forward. The
-    default adds nothing (the no-augmentation baseline)."""
+    set; ``fit`` answers each (:func:`second_pass`) and trains the student on the labelled set and the
+    added inputs, every input labelled by the teacher; ``scores`` gives the probability of "unsafe";
+    ``flops`` counts one input's forward. The default adds nothing (the no-augmentation baseline)."""
 
     Params = StudentParams
 
     def augment(self, split: Split, teacher: Teacher, seed: int) -> Augmentation:
         return Augmentation()
 
-    def soft_labels(self, teacher: Teacher, split: Split, added: Augmentation, seed: int) -> np.ndarray:
-        return teacher.unsafe([*split.student_train.texts, *added.texts])
+    def soft_labels(self, teacher: Teacher, split: Split, added: Sequence[str], seed: int) -> np.ndarray:
+        """The teacher's probability of "unsafe" for the labelled inputs, then the ``added`` ones."""
+        return teacher.unsafe([*split.student_train.texts, *added])
 
     def fit(self, split: Split, teacher: Teacher, seed: int) -> Augmentation:
         added = self.augment(split, teacher, seed)
-        texts = [*split.student_train.texts, *added.texts]
-        soft = self.soft_labels(teacher, split, added, seed)
+        inputs = second_pass(added.texts, self.config)
+        texts = [*split.student_train.texts, *inputs]
+        soft = self.soft_labels(teacher, split, inputs, seed)
         self.model, self.curve = train_student(texts, soft, self.config, self.params.hidden, seed)
         return added
 
@@ -240,8 +261,9 @@ def generate_prompts(split: Split, config: SafetyGuardConfig, seed: int, prefix:
     """``config.synthetic`` prompts sampled from SmolLM2, each asked with ``config.shots`` exemplars drawn
     from the labelled harmful prompts, its reply prefilled with ``prefix`` (none: ""); cached per seed,
     split and settings (so that a method's control reuses them)."""
+    train = split.student_train
     harmful = [
-        t for t, y in zip(split.student_train.texts, split.student_train.labels, strict=True) if y == 1
+        t for t, y, k in zip(train.texts, train.labels, train.kinds, strict=True) if y and k == "prompt"
     ]
     settings = {
         "version": GENERATION_VERSION,
@@ -303,14 +325,14 @@ class HarmAug(GuardMethod):
     def augment(self, split: Split, teacher: Teacher, seed: int) -> Augmentation:
         return generate_prompts(split, self.config, seed, self.params.prefix)
 
-    def soft_labels(self, teacher: Teacher, split: Split, added: Augmentation, seed: int) -> np.ndarray:
+    def soft_labels(self, teacher: Teacher, split: Split, added: Sequence[str], seed: int) -> np.ndarray:
         soft = super().soft_labels(teacher, split, added, seed)
-        if self.params.shuffle_labels and added.texts:
+        if self.params.shuffle_labels and added:
             # labels permuted over the whole training set, the permuted values given to the synthetic rows
             # only: their labels keep the set's mix of safe and unsafe but no longer say anything about
             # their own text (shuffling among the synthetic prompts alone, most of them labelled unsafe,
             # moved few labels); the labelled set keeps its own
             n = len(split.student_train)
             rng = rng_for(seed, TASK_ID, "shuffle-labels")
-            soft[n:] = soft[rng.permutation(len(soft))[: len(added.texts)]]
+            soft[n:] = soft[rng.permutation(len(soft))[: len(added)]]
         return soft

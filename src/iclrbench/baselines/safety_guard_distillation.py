@@ -115,13 +115,14 @@ class EDAParams:
 @register_algorithm(task=TASK_ID, name="eda", role="baseline")
 class EDA(GuardMethod):
     """EDA: as many augmented prompts as HarmAug adds, each one operation (synonym replacement, random
-    insertion, swap or deletion, in turn) on a labelled prompt drawn at random; the teacher labels them."""
+    insertion, swap or deletion, in turn) on a labelled prompt drawn at random; answered by the same second
+    pass as HarmAug's, the teacher labels them."""
 
     Params = EDAParams
 
     def augment(self, split: Split, teacher: Teacher, seed: int) -> Augmentation:
         rng = rng_for(seed, TASK_ID, "eda")
-        texts = split.student_train.texts
+        texts = split.student_train.prompts  # prompts alone: the second pass answers the rewrites
         out = []
         for i in range(self.config.synthetic):
             source = texts[int(rng.integers(len(texts)))]

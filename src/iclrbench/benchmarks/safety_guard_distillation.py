@@ -5,10 +5,15 @@ One run builds the seed's split and teacher (:mod:`iclrbench.envs.safety_guard_d
 behaviours and SmolLM2's benign prompts; a MiniLM guard trained on every category), lets the method add
 prompts (HarmAug's jailbroken generation, :mod:`iclrbench.algorithms.safety_guard_distillation`; EDA, the
 generation without its prefix, none, :mod:`iclrbench.baselines.safety_guard_distillation`), distils the
-teacher's labels into the student, and scores it on the categories its labelled set never held.
+teacher's labels into the student, and scores it on the categories its labelled set never held. Every
+prompt, real or added, comes alone and with two replies (complying and refusing), as the paper's guards
+are judged on prompt sets and on prompt-response sets.
 
-Metrics: ``auprc`` (primary: average precision on the held-out categories' prompts against benign ones),
-``f1`` (there, at probability 0.5), ``auprc_seen`` (the seen categories' evaluation prompts),
+Metrics: ``auprc`` (primary: the mean of ``auprc_prompts``, average precision on the held-out categories'
+prompts against benign ones, and ``auprc_responses``, on their conversations: a harmful prompt answered
+unsafe, against its refusal and every benign conversation; the paper averages its prompt and response sets
+alike), ``f1`` (the same mean at probability 0.5), ``auprc_seen`` (the mean on the seen categories'
+evaluation inputs),
 ``harmful_added`` (the share of the augmentation budget that came out a harmful prompt: not a refusal, four
 words or more, unsafe to the teacher), ``refusal_rate`` (the share the generator refused), ``diversity``
 (one minus the mean pairwise cosine similarity of the added prompts' MiniLM embeddings, the public code's
@@ -44,6 +49,7 @@ from iclrbench.core.task import (
 )
 from iclrbench.envs.safety_guard_distillation import (
     TASK_ID,
+    Examples,
     SafetyGuardConfig,
     Teacher,
     embed,
@@ -52,6 +58,8 @@ from iclrbench.envs.safety_guard_distillation import (
 )
 from iclrbench.models.torch_threads import one_torch_thread
 
+#: the kinds of input that are conversations (a prompt with a reply)
+REPLIES = ("comply", "refuse")
 #: prompts timed one at a time for the latency figure
 TIMED = 32
 
@@ -100,6 +108,14 @@ def harmful_share(added: Augmentation, teacher: Teacher, budget: int) -> tuple[f
     long_enough = np.array([len(t.split()) >= 4 for t in added.texts])
     unsafe = teacher.unsafe(added.texts) > 0.5
     return float((unsafe & long_enough & ~refused).sum() / budget), float(refused.sum() / budget)
+
+
+def auprc_by_kind(examples: Examples, scores: np.ndarray) -> tuple[float, float]:
+    """(average precision on the prompts alone, on the conversations) of ``examples``."""
+    return tuple(  # type: ignore[return-value]
+        average_precision(examples.labels[m], scores[m])
+        for m in (examples.of_kind("prompt"), examples.of_kind(*REPLIES))
+    )
 
 
 # ------------------------------------------------------------------------------------------------- claims
@@ -168,7 +184,8 @@ class SafetyGuardTask(Task):
     # 2: standard behaviours only (contextual ones left out), benign prompts distinct, the same generation
     #    requests with and without the prefix, warm-up and clipping, the control's labels drawn from the
     #    whole training set
-    version = 2
+    # 3: the second pass: every prompt with a complying and a refusing reply; guards read conversations
+    version = 3
     paper = Paper(
         title="HarmAug: effective data augmentation for knowledge distillation of safety guard models",
         authors="Seanie Lee, Haebin Seong, Dong Bok Lee, Minki Kang, Xiaoyin Chen, Dominik Wagner, Yoshua "
@@ -184,28 +201,38 @@ class SafetyGuardTask(Task):
         "beyond the abstract's, the exemplar list and the sampling settings are ours); the teacher is "
         "MiniLM's frozen embedding under a trained head (not Llama-Guard-3-8B); the student is a hashed "
         "n-gram network (not DeBERTa-v3-large, which does not fine-tune in this budget), with its own "
-        "learning rate and the public code's 100-step warm-up cut to a tenth of its short runs; guards "
-        "read prompts alone: the second pass (responses to the synthetic prompts) "
-        "is not built; EDA's synonyms are MiniLM's nearest word pieces (no WordNet offline)."
+        "learning rate and the public code's 100-step warm-up cut to a tenth of its short runs; the second "
+        "pass gives each prompt two replies of SmolLM2's, prefilled 'Sure, here is' and 'I'm sorry, but I "
+        "can't' (the paper samples one reply and lets the teacher label it), so that both kinds are "
+        "there to label, EDA's prompts answered by the same pass; EDA's synonyms are MiniLM's nearest "
+        "word pieces (no WordNet offline)."
     )
     Config = SafetyGuardConfig
     budgets = {  # noqa: RUF012  (read-only class data, as in Task)
         "smoke": Budget(
             "smoke",
-            {"benign": 40, "synthetic": 12, "prompt_tokens": 24, "epochs": 10, "teacher_epochs": 100},
-            "40 benign prompts, 12 synthetic of 24 tokens, 10 student epochs: seconds a run once the benign "
-            "prompts are cached (their generation: ~30 s, once)",
-            check_minutes=2.0,  # tests/test_contract.py: 97 s, 2 cores (2026-12-06)
+            {
+                "benign": 40,
+                "synthetic": 12,
+                "prompt_tokens": 24,
+                "response_tokens": 8,
+                "epochs": 10,
+                "teacher_epochs": 100,
+            },
+            "40 benign prompts, 12 synthetic of 24 tokens, replies of 8, 10 student epochs: seconds a run "
+            "once the shared data are cached (the benign prompts and the 480 replies to the real ones: ~5 "
+            "min on a busy core, once)",
+            check_minutes=6.0,  # the shared data's ~5 min on a clean cache, then ~2 min of runs
             claim_seeds=(0, 1),
         ),
         "small": Budget(
             "small",
             {},
-            "200 benign prompts, 64 synthetic of 40 tokens (about a minute of SmolLM2 on one core a "
-            "generating run), 30 student epochs; the claims 10.7 min",
-            # bench claims -j 2 from an empty store, 2 otherwise idle cores (2026-12-06): 20 runs, the
-            # benign prompts' generation (~2.5 min) included
-            claims_minutes=10.7,
+            "200 benign prompts, 64 synthetic of 40 tokens and every prompt's two replies of 16 (a "
+            "generating run 2-4 min of SmolLM2 on one core), 30 student epochs; the claims 39.2 min",
+            # bench claims -j 2 from an empty store (2026-12-07), on 2 cores shared with a running test suite:
+            # 20 runs, the benign prompts and the 800 replies to the real prompts (~12 min) included
+            claims_minutes=39.2,
             claim_seeds=tuple(range(5)),
         ),
         "paper": Budget(
@@ -217,9 +244,16 @@ class SafetyGuardTask(Task):
         ),
     }
     metrics = (
-        Metric("auprc", True, "", "average precision, held-out categories' prompts against benign ones"),
-        Metric("f1", True, "", "F1 on the held-out categories' prompts at probability 0.5"),
-        Metric("auprc_seen", True, "", "average precision on the seen categories' evaluation prompts"),
+        Metric("auprc", True, "", "mean of auprc_prompts and auprc_responses (held-out categories)"),
+        Metric("auprc_prompts", True, "", "average precision, held-out categories' prompts against benign"),
+        Metric(
+            "auprc_responses",
+            True,
+            "",
+            "average precision, held-out categories' complied conversations against refusals and benign ones",
+        ),
+        Metric("f1", True, "", "mean F1 over prompts and conversations (held-out categories) at 0.5"),
+        Metric("auprc_seen", True, "", "mean average precision on the seen categories' evaluation inputs"),
         Metric(
             "harmful_added",
             True,
@@ -253,10 +287,10 @@ class SafetyGuardTask(Task):
             "points or more, paired by seed).",
             prefix_requests,
             judge_prefix,
-            # small (2026-12-06, 5 seeds): harmful share 0.800 with the prefix, 0.759 without (+0.041, -0.063
-            # to 0.144); refusals 0.000 and 0.006: SmolLM2-135M hardly refuses, so the jailbreak has little
-            # to undo
-            expected="inconclusive",
+            # small (v3, 2026-12-07, 5 seeds): harmful share 0.766 with the prefix, 0.784 without (-0.019,
+            # -0.105 to 0.067, wholly below +0.1); refusals 0.000 and 0.003: SmolLM2-135M hardly refuses, so
+            # the jailbreak has nothing to undo
+            expected="not_reproduced",
         ),
         Claim(
             "harmaug-student-beats-no-augmentation-and-eda",
@@ -264,17 +298,17 @@ class SafetyGuardTask(Task):
             "augmentation and than EDA's, at under 25% of the teacher's compute.",
             student_requests,
             judge_students,
-            # small (2026-12-06, 5 seeds): held-out AUPRC HarmAug 0.793, no augmentation 0.764 (+0.029,
-            # -0.051 to 0.110), EDA 0.804 (-0.011, -0.090 to 0.068); FLOPs 5.0e-6 of the teacher's
+            # small (v3, 2026-12-07, 5 seeds): held-out AUPRC (prompts and conversations) HarmAug 0.701, no
+            # augmentation 0.687 (+0.014, -0.020 to 0.049), EDA 0.670 (+0.031, -0.008 to 0.070); FLOPs
+            # 4.5e-6 of the teacher's; the teacher 0.981-0.998 on prompts, 0.914-0.948 on conversations
             expected="inconclusive",
         ),
     )
 
     def prepare(self, config: SafetyGuardConfig) -> None:
-        """Generate (or load) the benign prompts once, before parallel runs read them."""
-        from iclrbench.envs.safety_guard_distillation import benign_prompts
-
-        benign_prompts(config.benign)
+        """Generate (or load) the benign prompts and every real prompt's replies once, before parallel runs
+        read them."""
+        make_split(config, 0)
 
     def evaluate(self, algorithm: Algorithm, config: SafetyGuardConfig, seed: int) -> Outcome:
         if not isinstance(algorithm, GuardMethod):
@@ -300,12 +334,19 @@ class SafetyGuardTask(Task):
         if algorithm.curve:
             epochs = [float(e + 1) for e in range(len(algorithm.curve))]
             curves["train_loss"] = Curve(epochs, list(algorithm.curve), "epoch", "loss")
-        teacher_auprc = average_precision(held.labels, teacher.unsafe(held.texts))
+        auprc_prompts, auprc_responses = auprc_by_kind(held, scores)
+        f1 = [
+            f1_score(held.labels[m], scores[m] > 0.5)
+            for m in (held.of_kind("prompt"), held.of_kind(*REPLIES))
+        ]
+        teacher_auprc = auprc_by_kind(held, teacher.unsafe(held.texts))
         return Outcome(
             metrics={
-                "auprc": average_precision(held.labels, scores),
-                "f1": f1_score(held.labels, scores > 0.5),
-                "auprc_seen": average_precision(seen.labels, scores_seen),
+                "auprc": (auprc_prompts + auprc_responses) / 2,
+                "auprc_prompts": auprc_prompts,
+                "auprc_responses": auprc_responses,
+                "f1": float(np.mean(f1)),
+                "auprc_seen": float(np.mean(auprc_by_kind(seen, scores_seen))),
                 "harmful_added": harmful,
                 "refusal_rate": refused,
                 "diversity": added_diversity,
@@ -316,9 +357,10 @@ class SafetyGuardTask(Task):
             },
             curves=curves,
             notes=(
-                f"held out {', '.join(config.held_out)}: {int(held.labels.sum())} harmful and "
-                f"{int((held.labels == 0).sum())} benign prompts; labelled set {len(split.student_train)}; "
-                f"added {len(added.texts)}; teacher's held-out AUPRC {teacher_auprc:.3f}"
+                f"held out {', '.join(config.held_out)}: {len(held.prompts)} prompts, each alone and with 2 "
+                f"replies; labelled set {len(split.student_train)} inputs; "
+                f"added {len(added.texts)} prompts; teacher's held-out AUPRC {teacher_auprc[0]:.3f} on "
+                f"prompts, {teacher_auprc[1]:.3f} on conversations"
                 + (f"; e.g. {added.texts[0][:80]!r}" if added.texts else "")
             ),
         )

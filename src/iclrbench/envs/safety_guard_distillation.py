@@ -19,8 +19,13 @@ and the teacher guard every method distils from.
 - **Teacher** (:class:`Teacher`): all-MiniLM-L6-v2's sentence embedding (the shipped weights, frozen) under
   a two-layer head trained on the teacher's labelled set: its probability of "unsafe" is the soft label.
 
-Guards here read prompts alone (as ToxicChat and OpenAI Moderation's evaluation sets are prompts): the
-paper's second pass, responses to the synthetic prompts, is not built (``bench info`` names it).
+- **Responses** (:func:`responses`, the paper's second pass): every prompt, real or synthetic, gets two
+  replies from SmolLM2, one prefilled with a compliance opening ("Sure, here is") and one with a refusal
+  ("I'm sorry, but I can't"). A guard reads a prompt alone or a prompt with its reply
+  (:func:`conversation`), as Llama Guard does: the paper's guards are judged on prompt sets (OpenAI
+  Moderation, ToxicChat) and on prompt-response sets (HarmBench, WildGuardMix). The gold label of a
+  conversation is unsafe when the prompt is harmful and the reply complies; a refusal, or any reply to a
+  benign prompt, is safe.
 """
 
 from __future__ import annotations
@@ -54,6 +59,15 @@ CATEGORIES = (
 )
 #: bump when the benign prompts' generation changes: cached pools of another version are not read
 BENIGN_VERSION = 2  # 2: raw replies kept, cleaned when read; duplicates dropped
+#: bump when the responses' generation changes
+RESPONSE_VERSION = 1
+#: the openings prefilled into a reply: a complying one (HarmBench's target strings open "Sure, here is")
+#: and a refusal
+RESPONSE_OPENINGS = {"comply": "Sure, here is", "refuse": "I'm sorry, but I can't"}
+#: what joins a prompt and its reply in a guard's input (Llama Guard's conversation, on one line each)
+RESPONSE_MARK = "\n[RESPONSE] "
+#: the kinds of a guard's input: a prompt alone, a prompt with a complying reply, with a refusing one
+KINDS = ("prompt", "comply", "refuse")
 #: openings HarmBench's behaviours use most, each prefilled into a benign prompt's reply
 OPENINGS = (
     "Give detailed instructions for",
@@ -96,6 +110,9 @@ class SafetyGuardConfig:
     shots: int = param(3, "exemplars from the labelled set in each generation request", low=0, high=10)
     temperature: float = param(1.0, "sampling temperature of the generator", low=0.01, high=5.0)
     top_p: float = param(0.95, "nucleus of the generator's sampling", low=0.01, high=1.0)
+    response_tokens: int = param(
+        16, "tokens sampled for each reply of the second pass (complying and refusing)", low=1, high=256
+    )
     buckets: int = param(2**15, "hashed word uni- and bigram features of the student", low=64, high=2**22)
     epochs: int = param(30, "student epochs", low=1, high=10000)
     batch_size: int = param(32, "student batch (class-balanced sampling with replacement)", low=1, high=4096)
@@ -205,17 +222,73 @@ def benign_prompts(count: int) -> list[str]:
     return list(dict.fromkeys(texts))
 
 
+# ------------------------------------------------------------------------------------------ responses
+def conversation(prompt: str, reply: str) -> str:
+    """A guard's input for ``prompt`` answered by ``reply`` (a prompt alone is its own input)."""
+    return f"{prompt}{RESPONSE_MARK}{reply}"
+
+
+def responses(prompts: Sequence[str], tokens: int) -> dict[str, dict[str, str]]:
+    """The second pass: ``{prompt: {"comply": reply, "refuse": reply}}``, each reply SmolLM2's continuation
+    of its opening (:data:`RESPONSE_OPENINGS`) to the prompt as the user's turn, ``tokens`` sampled at
+    temperature 1 from the 0.95 nucleus with a seed drawn from the prompt and the kind, so that a prompt
+    gets the same replies in every run that asks for it. Cached per set of prompts."""
+    from iclrbench.core.config import stable_hash
+    from iclrbench.models.language import file_digest, smollm2_path
+
+    unique = sorted(set(prompts))
+    if not unique:
+        return {}
+    model = smollm2_path()
+    key = {
+        "version": RESPONSE_VERSION,
+        "tokens": tokens,
+        "openings": RESPONSE_OPENINGS,
+        "model": file_digest(model),
+        "prompts": stable_hash({"prompts": unique}),
+    }
+    path = cache_root() / TASK_ID / "responses" / f"{stable_hash(key)}.json"
+
+    def write(tmp: Path) -> None:
+        from iclrbench.models.language import LlamaCppLM, chat_prompt, opened
+
+        out: dict[str, dict[str, str]] = {}
+        with opened(LlamaCppLM(model, n_ctx=512)) as lm:
+            for prompt in unique:
+                turn = chat_prompt(model, [{"role": "user", "content": prompt}])
+                out[prompt] = {
+                    kind: opening
+                    + lm.sample(turn + opening, tokens, seed_for(0, TASK_ID, "reply", kind, prompt) % 2**31)
+                    for kind, opening in RESPONSE_OPENINGS.items()
+                }
+        tmp.write_text(json.dumps({"key": key, "replies": out}, indent=0))
+
+    replies = json.loads(build_once(path, write).read_text())["replies"]
+    return {p: {k: " ".join(r.split()) for k, r in replies[p].items()} for p in prompts}
+
+
 # -------------------------------------------------------------------------------------------- splits
 @dataclasses.dataclass(frozen=True)
 class Examples:
-    """Prompts with gold labels (1 harmful) and their HarmBench category ("benign" for the benign)."""
+    """A guard's inputs with gold labels (1 unsafe), their HarmBench category ("benign" for the benign
+    prompts) and their kind (:data:`KINDS`: a prompt alone, or with a complying or a refusing reply)."""
 
     texts: tuple[str, ...]
     labels: np.ndarray
     categories: tuple[str, ...]
+    kinds: tuple[str, ...]
 
     def __len__(self) -> int:
         return len(self.texts)
+
+    @property
+    def prompts(self) -> tuple[str, ...]:
+        """The prompts alone (one per prompt, whatever its replies)."""
+        return tuple(t for t, k in zip(self.texts, self.kinds, strict=True) if k == "prompt")
+
+    def of_kind(self, *kinds: str) -> np.ndarray:
+        """A mask of the inputs of these kinds."""
+        return np.array([k in kinds for k in self.kinds], bool)
 
     @staticmethod
     def join(*parts: Examples) -> Examples:
@@ -223,14 +296,29 @@ class Examples:
             tuple(t for p in parts for t in p.texts),
             np.concatenate([p.labels for p in parts]).astype(np.int64),
             tuple(c for p in parts for c in p.categories),
+            tuple(k for p in parts for k in p.kinds),
         )
+
+
+def guard_inputs(
+    prompts: Sequence[str], harmful: bool, category: str, replies: dict[str, dict[str, str]]
+) -> Examples:
+    """Each prompt alone, with its complying reply and with its refusing one. A prompt is unsafe when
+    harmful; a conversation when its prompt is harmful and its reply complies."""
+    texts: list[str] = []
+    for prompt in prompts:
+        texts += [prompt, *(conversation(prompt, replies[prompt][k]) for k in KINDS[1:])]
+    labels = [int(harmful) * int(k != "refuse") for _ in prompts for k in KINDS]
+    return Examples(
+        tuple(texts), np.asarray(labels, np.int64), (category,) * len(texts), KINDS * len(prompts)
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class Split:
     """One seed's data: the teacher's labelled set (every category), the student's (seen categories only),
     and the evaluation sets of the held-out and of the seen categories (each with the benign evaluation
-    pool)."""
+    pool); every prompt with its two replies."""
 
     teacher_train: Examples
     student_train: Examples
@@ -245,19 +333,25 @@ def _halves(items: Sequence[Any], rng: np.random.Generator) -> tuple[list[Any], 
 
 
 def make_split(config: SafetyGuardConfig, seed: int) -> Split:
-    """Halve each category's behaviours and the benign prompts into labelled and evaluation pools."""
+    """Halve each category's behaviours and the benign prompts into labelled and evaluation pools (a prompt
+    and its replies stay together)."""
     rng = rng_for(seed, TASK_ID, "split")
     labelled: dict[str, Examples] = {}
     evaluation: dict[str, Examples] = {}
     behaviours = harmbench_behaviours()
+    benign = benign_prompts(config.benign)
+    # two reply caches, each shared by every seed: HarmBench's behaviours, and the benign prompts
+    replies = {
+        **responses([t for t, _ in behaviours], config.response_tokens),
+        **responses(benign, config.response_tokens),
+    }
     for category in CATEGORIES:
-        texts = [t for t, c in behaviours if c == category]
-        a, b = _halves(texts, rng)
-        labelled[category] = Examples(tuple(a), np.ones(len(a), np.int64), (category,) * len(a))
-        evaluation[category] = Examples(tuple(b), np.ones(len(b), np.int64), (category,) * len(b))
-    a, b = _halves(benign_prompts(config.benign), rng)
-    benign_labelled = Examples(tuple(a), np.zeros(len(a), np.int64), ("benign",) * len(a))
-    benign_eval = Examples(tuple(b), np.zeros(len(b), np.int64), ("benign",) * len(b))
+        a, b = _halves([t for t, c in behaviours if c == category], rng)
+        labelled[category] = guard_inputs(a, True, category, replies)
+        evaluation[category] = guard_inputs(b, True, category, replies)
+    a, b = _halves(benign, rng)
+    benign_labelled = guard_inputs(a, False, "benign", replies)
+    benign_eval = guard_inputs(b, False, "benign", replies)
     return Split(
         teacher_train=Examples.join(*(labelled[c] for c in CATEGORIES), benign_labelled),
         student_train=Examples.join(*(labelled[c] for c in config.seen), benign_labelled),
@@ -276,21 +370,38 @@ def embed(texts: Sequence[str], memoised: bool = True) -> np.ndarray:
     return embed_texts(list(texts)) if memoised else embed_texts_uncached(list(texts))
 
 
+def teacher_features(texts: Sequence[str], memoised: bool = True) -> np.ndarray:
+    """A guard input's features for the teacher (n, 769): the prompt's MiniLM embedding, the reply's (zeros
+    for a prompt alone), and whether there is a reply. Embedded apart, so that a complying and a refusing
+    reply to one prompt differ in half the features rather than in a few tokens of one mean."""
+    parts = [t.partition(RESPONSE_MARK) for t in texts]
+    prompts = embed([p for p, _, _ in parts], memoised)
+    replied = [i for i, (_, mark, _) in enumerate(parts) if mark]
+    replies = np.zeros_like(prompts)
+    if replied:
+        replies[replied] = embed([parts[i][2] for i in replied], memoised)
+    flag = np.zeros((len(texts), 1), np.float32)
+    flag[replied] = 1.0
+    return np.concatenate([prompts, replies, flag], axis=1)
+
+
 class Teacher:
-    """The teacher guard: MiniLM's frozen sentence embedding under a head (384 -> 256 -> 1, ReLU) trained
-    with full-batch Adam (lr 1e-3, weight decay 1e-4) on binary cross-entropy, classes weighted to balance.
-    ``unsafe(texts)`` is its probability that each prompt is harmful (the soft label)."""
+    """The teacher guard: MiniLM's frozen sentence embeddings of the prompt and of the reply
+    (:func:`teacher_features`) under a head (769 -> 256 -> 1, ReLU) trained with full-batch Adam (lr 1e-3,
+    weight decay 1e-4) on binary cross-entropy, classes weighted to balance. ``unsafe(texts)`` is its
+    probability that each input is unsafe (the soft label)."""
 
     hidden = 256
+    features = 2 * 384 + 1
 
     def __init__(self, train: Examples, epochs: int, seed: int) -> None:
         import torch
 
         torch.manual_seed(seed_for(seed, TASK_ID, "teacher") % 2**63)
         self.head = torch.nn.Sequential(
-            torch.nn.Linear(384, self.hidden), torch.nn.ReLU(), torch.nn.Linear(self.hidden, 1)
+            torch.nn.Linear(self.features, self.hidden), torch.nn.ReLU(), torch.nn.Linear(self.hidden, 1)
         )
-        x = torch.from_numpy(embed(train.texts))
+        x = torch.from_numpy(teacher_features(train.texts))
         y = torch.from_numpy(train.labels.astype(np.float32))
         positive = float(y.mean())
         weight = torch.where(y > 0, 0.5 / positive, 0.5 / (1 - positive))
@@ -304,19 +415,22 @@ class Teacher:
     def unsafe(self, texts: Sequence[str], memoised: bool = True) -> np.ndarray:
         import torch
 
-        x = torch.from_numpy(embed(texts, memoised))
+        x = torch.from_numpy(teacher_features(texts, memoised))
         with torch.no_grad():
             return torch.sigmoid(self.head(x)[:, 0]).numpy().astype(np.float64)
 
     @staticmethod
     def flops(text: str) -> float:
-        """Counted forward FLOPs for one prompt: MiniLM's six blocks over its tokens (2 per multiply-add of
-        every projection, attention's two products) and the head."""
-        tokens = len(_tokenizer()(text)["input_ids"])
+        """Counted forward FLOPs for one input: MiniLM's six blocks over the prompt's tokens and, apart, the
+        reply's (2 per multiply-add of every projection, attention's two products), and the head."""
         width, ffn, layers = 384, 1536, 6
         per_token = layers * 2 * (4 * width * width + 2 * width * ffn)
-        attention = layers * 2 * 2 * tokens * tokens * width
-        return float(tokens * per_token + attention + 2 * (384 * Teacher.hidden + Teacher.hidden))
+        total = 2.0 * (Teacher.features * Teacher.hidden + Teacher.hidden)
+        prompt, mark, reply = text.partition(RESPONSE_MARK)
+        for part in (prompt, reply) if mark else (prompt,):
+            tokens = len(_tokenizer()(part)["input_ids"])
+            total += tokens * per_token + layers * 2 * 2 * tokens * tokens * width
+        return float(total)
 
 
 def _tokenizer() -> Any:
