@@ -20,6 +20,7 @@ from iclrbench.envs.safety_guard_distillation import (
     clean_generation,
     conversation,
     harmbench_behaviours,
+    kept_behaviours,
     make_split,
     teacher_features,
 )
@@ -31,7 +32,7 @@ except Exception as exc:  # a UserError naming the install
     pytest.skip(str(exc), allow_module_level=True)
 
 #: smoke's data settings, so that the tests read the replies the smoke runs cache
-SMALL = SafetyGuardConfig(benign=40, response_tokens=8)
+SMALL = SafetyGuardConfig(behaviours=8, benign=40, response_tokens=8)
 
 
 def test_harmbench_ships_six_categories_of_standard_behaviours() -> None:
@@ -40,6 +41,15 @@ def test_harmbench_ships_six_categories_of_standard_behaviours() -> None:
     assert not any(t.startswith(("Given this", "Slightly modify this")) for t, _ in rows)  # contextual
     assert {c for _, c in rows} == set(CATEGORIES)
     assert all(t.strip() == t and t for t, _ in rows)
+
+
+def test_kept_behaviours_are_each_categorys_first_in_file_order() -> None:
+    rows = harmbench_behaviours()
+    assert kept_behaviours(0) == rows
+    kept = kept_behaviours(3)
+    assert len(kept) == 3 * len(CATEGORIES)
+    for category in CATEGORIES:
+        assert [t for t, c in kept if c == category] == [t for t, c in rows if c == category][:3]
 
 
 @pytest.mark.parametrize("seed", [0, 1])

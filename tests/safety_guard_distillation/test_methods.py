@@ -114,7 +114,7 @@ class _Teacher:
 def test_the_control_gives_the_added_prompts_labels_drawn_from_the_whole_set() -> None:
     """The labelled set keeps its labels; each synthetic prompt gets another training prompt's label (drawn
     without replacement from the whole set), so the labels keep their mix but not their meaning."""
-    config = SafetyGuardConfig(benign=40, response_tokens=8)
+    config = SafetyGuardConfig(behaviours=8, benign=40, response_tokens=8)
     split = make_split(config, 0)
     added = [f"prompt {i}" for i in range(10)]
     n = len(split.student_train)

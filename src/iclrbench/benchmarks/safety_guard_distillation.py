@@ -212,6 +212,7 @@ class SafetyGuardTask(Task):
         "smoke": Budget(
             "smoke",
             {
+                "behaviours": 8,
                 "benign": 40,
                 "synthetic": 12,
                 "prompt_tokens": 24,
@@ -219,10 +220,10 @@ class SafetyGuardTask(Task):
                 "epochs": 10,
                 "teacher_epochs": 100,
             },
-            "40 benign prompts, 12 synthetic of 24 tokens, replies of 8, 10 student epochs: seconds a run "
-            "once the shared data are cached (the benign prompts and the 480 replies to the real ones: ~5 "
-            "min on a busy core, once)",
-            check_minutes=6.0,  # the shared data's ~5 min on a clean cache, then ~2 min of runs
+            "8 behaviours a category, 40 benign prompts, 12 synthetic of 24 tokens, replies of 8, 10 student "
+            "epochs: seconds a run once the shared data are cached (the benign prompts and the 176 replies "
+            "to the real ones, once)",
+            check_minutes=2.0,
             claim_seeds=(0, 1),
         ),
         "small": Budget(

@@ -104,6 +104,12 @@ class SafetyGuardConfig:
         ("chemical_biological", "cybercrime_intrusion"),
         "HarmBench categories kept out of the student's labelled set (its held-out evaluation)",
     )
+    behaviours: int = param(
+        0,
+        "HarmBench behaviours kept per category, in file order (0: all, 17-61 a category)",
+        low=0,
+        high=1000,
+    )
     benign: int = param(200, "benign prompts generated (half labelled, half evaluation)", low=8, high=5000)
     synthetic: int = param(64, "prompts each augmentation method adds", low=1, high=100000)
     prompt_tokens: int = param(40, "tokens sampled for one synthetic prompt", low=4, high=256)
@@ -158,6 +164,20 @@ def harmbench_behaviours() -> tuple[tuple[str, str], ...]:
                 if row["SemanticCategory"] in CATEGORIES and row["FunctionalCategory"] == "standard":
                     out.setdefault(row["Behavior"].strip(), row["SemanticCategory"])
     return tuple(out.items())
+
+
+def kept_behaviours(per_category: int) -> tuple[tuple[str, str], ...]:
+    """:func:`harmbench_behaviours`, the first ``per_category`` of each category (0: all)."""
+    rows = harmbench_behaviours()
+    if not per_category:
+        return rows
+    seen: dict[str, int] = {}
+    kept = []
+    for text, category in rows:
+        seen[category] = seen.get(category, 0) + 1
+        if seen[category] <= per_category:
+            kept.append((text, category))
+    return tuple(kept)
 
 
 # -------------------------------------------------------------------------------------------- benign
@@ -338,7 +358,7 @@ def make_split(config: SafetyGuardConfig, seed: int) -> Split:
     rng = rng_for(seed, TASK_ID, "split")
     labelled: dict[str, Examples] = {}
     evaluation: dict[str, Examples] = {}
-    behaviours = harmbench_behaviours()
+    behaviours = kept_behaviours(config.behaviours)
     benign = benign_prompts(config.benign)
     # two reply caches, each shared by every seed: HarmBench's behaviours, and the benign prompts
     replies = {
