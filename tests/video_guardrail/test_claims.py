@@ -4,6 +4,7 @@ method replaced by what it is compared with) does not report the effect."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -114,3 +115,30 @@ def test_position_bias_finds_a_position_that_is_worse() -> None:
     correct[:, :, -1] &= rng.random((200, 6)) < 0.7  # the last position loses about 0.24 of its right ones
     bias, accuracy = position_bias(correct, 0)
     assert bias > 0.1 and accuracy.argmin() == 5
+
+
+def test_an_explanation_counts_only_on_a_flagged_broken_policy_with_its_frame_and_cell() -> None:
+    from iclrbench.benchmarks.video_guardrail import explanation_accuracy
+
+    labels = np.array([[1.0, 1.0, 1.0, 0.0]])
+    when, where = np.array([[2, 0, 1, -1]]), np.array([[5, 3, 7, -1]])
+    split = Split(np.zeros((1, 1, 1), np.float32), np.zeros((1, 4), np.int64), np.zeros((1, 4), np.int64),
+                  labels, labels > 0, when, where)  # fmt: skip
+    flagged = np.array([[1.0, 1.0, -1.0, 1.0]])  # the third broken policy missed
+    # right on the first; the second names the wrong cell; the third is missed; the kept one is not asked
+    assert explanation_accuracy(split, flagged, np.array([[2, 0, 1, 0]]), np.array([[5, 4, 7, 0]])) == 1 / 3
+    assert explanation_accuracy(split, flagged, when, where) == 2 / 3
+    assert explanation_accuracy(split, -flagged, when, where) == 1 / 3  # flagging the missed one only
+
+
+def test_the_explanation_loss_is_the_heads_cross_entropy_on_broken_policies_only() -> None:
+    torch = pytest.importorskip("torch")
+    from iclrbench.algorithms.video_guardrail import EXPLANATION_WEIGHT, explanation_loss
+
+    frames, cells = 6, 16
+    uniform = torch.zeros(2, 3, frames + cells)
+    when = torch.tensor([[1, -1, 4], [-1, -1, -1]])
+    where = torch.tensor([[0, -1, 9], [-1, -1, -1]])
+    expected = EXPLANATION_WEIGHT * (np.log(frames) + np.log(cells))
+    assert float(explanation_loss(uniform, when, where, frames)) == pytest.approx(expected)
+    assert float(explanation_loss(uniform, torch.full_like(when, -1), where, frames)) == 0.0

@@ -17,6 +17,7 @@ from iclrbench.envs.video_guardrail import (
     PHRASINGS,
     TRAIN_CATEGORIES,
     VideoGuardrailConfig,
+    explanation,
     make_data,
     shuffled_texts,
 )
@@ -54,6 +55,21 @@ def test_a_policy_is_unsafe_exactly_when_its_object_was_drawn(
         assert all(len(set(row)) == policies for row in split.categories)
         unsafe, covered = split.labels.sum(1), split.cells.sum(1)
         assert (covered >= unsafe * event_frames).all() and np.array_equal(covered == 0, unsafe == 0)
+        # the explanation targets: -1 exactly for a kept policy; for a broken one, its object covers the
+        # named cell from the named frame on, for event_frames frames, inside the video
+        broken = split.labels > 0.5
+        assert np.array_equal(split.when >= 0, broken) and np.array_equal(split.where >= 0, broken)
+        assert (split.when[broken] + event_frames <= config.frames).all()
+        cells = split.cells.reshape(len(split), config.frames, CELLS * CELLS)
+        for i, j in np.argwhere(broken):
+            frames = slice(split.when[i, j], split.when[i, j] + event_frames)
+            assert cells[i, frames, split.where[i, j]].all()
+
+
+def test_explanations_read_as_one_line() -> None:
+    assert explanation("red circle", 2, 5, 2) == "a red circle in frames 3-4, row 2 column 2"
+    assert explanation("blue square", 0, 15, 1) == "a blue square in frame 1, row 4 column 4"
+    assert explanation("blue square", -1, -1, 2) == "no blue square shown"
 
 
 def test_held_out_categories_and_phrasings_never_reach_training() -> None:

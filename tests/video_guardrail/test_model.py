@@ -109,3 +109,22 @@ def test_pruning_cuts_the_counted_flops_and_keeping_all_cuts_nothing() -> None:
     assert prefill_flops(whole, pruned=True) == prefill_flops(whole, pruned=False)
     assert kept_video_tokens(VideoGuardrailConfig(keep=0.1, frames=8)) == round(0.1 * 128)
     assert np.isfinite(prefill_flops(CONFIG, pruned=False))
+
+
+@pytest.mark.parametrize("jointly", [False, True])
+def test_the_explanation_trains_the_trunk_only_when_asked_to(jointly: bool) -> None:
+    """By default the explanation heads learn from the answer states with the gradient stopped, so the
+    verdict network is the one verdicts alone train; ``explain_jointly`` lets it through."""
+    import dataclasses
+
+    from iclrbench.algorithms.video_guardrail import explanation_loss
+
+    torch.manual_seed(0)
+    model = _build(dataclasses.replace(CONFIG, explain_jointly=jointly), "parallel")
+    video, policies = _inputs()
+    _, explained = model(video, policies, explain=True)
+    when = torch.tensor([[0, -1, 1, -1]] * 3)
+    explanation_loss(explained, when, when.clamp_min(0) * 3, CONFIG.frames).backward()
+    assert model.explain.weight.grad.abs().sum() > 0
+    trunk = model.blocks[-1].mlp[0].weight.grad
+    assert bool(trunk is not None and trunk.abs().sum() > 0) is jointly

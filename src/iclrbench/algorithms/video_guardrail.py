@@ -18,8 +18,12 @@ policy, whether the video breaks it, built around two mechanisms (its section 3)
 
 The guardrail here is a small transformer trained from scratch on :mod:`iclrbench.envs.video_guardrail`'s
 videos (patch tokens by a linear embedding; a policy chunk is ``policy_tokens`` tokens projected from its
-MiniLM sentence embedding), not the paper's 8B video LLM, and it gives a verdict per policy, not the
-paper's description and explanation text. Its sequential-encoding twin (:mod:`iclrbench.baselines.
+MiniLM sentence embedding), not the paper's 8B video LLM. For each policy it gives a verdict and, as the
+paper's guardrail explains each flag, an explanation: when and where the content is shown (the frame its
+object first appears in and its cell, two classification heads on the same answer token, trained on the
+broken policies beside the verdict, with the gradient stopped at the answer states unless
+``explain_jointly``; rendered as one line by :func:`~iclrbench.envs.video_guardrail.explanation`), where the
+paper writes free text and trains it jointly. Its sequential-encoding twin (:mod:`iclrbench.baselines.
 video_guardrail`) is the same network with the policies concatenated at increasing positions under a causal
 mask, as an LLM prompt would hold them.
 """
@@ -37,6 +41,7 @@ from iclrbench.core.cache import build_once, cache_root
 from iclrbench.core.config import as_dict, stable_hash
 from iclrbench.core.seeding import seed_for
 from iclrbench.envs.video_guardrail import (
+    CELLS,
     PATCH_DIM,
     TASK_ID,
     Split,
@@ -49,7 +54,11 @@ if TYPE_CHECKING:
     import torch
 
 #: model version: a change here retrains every cached guardrail
-GUARDRAIL_VERSION = 4  # 3: the control deranges the training categories only; 4: the curve kept
+#: 3: the control deranges the training categories only; 4: the curve kept; 5: the explanation heads
+GUARDRAIL_VERSION = 5
+#: the explanation's loss beside the verdict's: cross entropy of its frame and of its cell, averaged over the
+#: broken policies of a batch, each at half weight (the two heads together weigh as the verdict)
+EXPLANATION_WEIGHT = 0.5
 CHUNK, VIDEO, ANSWER = 0, 1, 2
 
 
@@ -139,6 +148,7 @@ def _build(config: VideoGuardrailConfig, encoding: str) -> Any:
             self.position = nn.Parameter(torch.randn(slots, d) * 0.02)
             self.blocks = nn.ModuleList(Block() for _ in range(config.layers))
             self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, 1)
+            self.explain = nn.Linear(d, config.frames + CELLS * CELLS)  # when, then where
             self.layout = {k: torch.from_numpy(v) for k, v in layout(config, encoding).items()}
 
         def forward(
@@ -147,9 +157,12 @@ def _build(config: VideoGuardrailConfig, encoding: str) -> Any:
             policies: torch.Tensor,
             prune: str = "none",
             generator: torch.Generator | None = None,
-        ) -> torch.Tensor:
+            explain: bool = False,
+        ) -> Any:
             """Logits (B, P) of "the video breaks policy p"; ``video`` (B, V, 108), ``policies`` (B, P, 384)
-            sentence embeddings; ``prune``: none, policy (PAP) or random (as many tokens, at random)."""
+            sentence embeddings; ``prune``: none, policy (PAP) or random (as many tokens, at random). With
+            ``explain``, also the explanation's logits (B, P, frames + cells): the frame the content first
+            appears in, then its cell."""
             b, p, _ = policies.shape
             chunks = self.policy_in(policies).view(b, p * config.policy_tokens, config.d_model)
             x = torch.cat([chunks, self.video_in(video), self.answer_in(policies)], 1)
@@ -171,7 +184,12 @@ def _build(config: VideoGuardrailConfig, encoding: str) -> Any:
                 else:
                     x = block(x, mask)
             answers = self.norm(x[:, -p:])
-            return self.head(answers).squeeze(-1)
+            verdicts = self.head(answers).squeeze(-1)
+            if not explain:
+                return verdicts
+            # a probe on the answer states unless trained jointly: jointly trained, the first block's
+            # attention, which PAP ranks the video tokens by, stopped pointing at the objects
+            return verdicts, self.explain(answers if config.explain_jointly else answers.detach())
 
         def _kept(
             self, weights: torch.Tensor, lay: dict[str, torch.Tensor], prune: str, generator: Any
@@ -253,11 +271,25 @@ def trained_guardrail(
     return model.eval(), curve
 
 
+def explanation_loss(explained: torch.Tensor, when: torch.Tensor, where: torch.Tensor, frames: int) -> Any:
+    """Cross entropy of the explanation's frame and cell over the broken policies (``when`` >= 0), each at
+    :data:`EXPLANATION_WEIGHT`; 0 for a batch without one."""
+    import torch
+
+    broken = when >= 0
+    if not broken.any():
+        return explained.sum() * 0.0
+    logits = explained[broken]
+    ce = torch.nn.functional.cross_entropy
+    return EXPLANATION_WEIGHT * (ce(logits[:, :frames], when[broken]) + ce(logits[:, frames:], where[broken]))
+
+
 def train_guardrail(
     config: VideoGuardrailConfig, train: Split, seed: int, encoding: str
 ) -> tuple[Any, np.ndarray]:
-    """AdamW on the binary cross entropy of every (video, policy) verdict, batches drawn by the seed; returns
-    the model and its curve, (step, mean loss over the steps since the last point) every 5% of training."""
+    """AdamW on the binary cross entropy of every (video, policy) verdict plus the explanation's loss on the
+    broken ones (:func:`explanation_loss`), batches drawn by the seed; returns the model and its curve,
+    (step, mean loss over the steps since the last point) every 5% of training."""
     import torch
 
     torch.manual_seed(seed_for(seed, TASK_ID, "init", encoding) % 2**63)
@@ -266,6 +298,7 @@ def train_guardrail(
     video = torch.from_numpy(train.tokens)
     policies = torch.from_numpy(policy_inputs(train, texts))
     labels = torch.from_numpy(train.labels)
+    when, where = torch.from_numpy(train.when), torch.from_numpy(train.where)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, config.lr, total_steps=config.steps)
     batches = torch.Generator().manual_seed(seed_for(seed, TASK_ID, "batches") % 2**63)
@@ -274,9 +307,9 @@ def train_guardrail(
     curve, running = [], []
     for step in range(1, config.steps + 1):
         rows = torch.randint(len(train), (config.batch,), generator=batches)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(
-            model(video[rows], policies[rows]), labels[rows]
-        )
+        verdicts, explained = model(video[rows], policies[rows], explain=True)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(verdicts, labels[rows])
+        loss = loss + explanation_loss(explained, when[rows], where[rows], config.frames)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -300,30 +333,37 @@ class Guardrail(Algorithm):
         self.model, self.curve = trained_guardrail(self.config, train, seed, self.encoding)
         self.generator_seed = seed_for(seed, TASK_ID, "random-pruning") % 2**63
 
-    def scores(self, split: Split, order: np.ndarray | None = None) -> np.ndarray:
-        """Logits (n, P) in the prompt's order; ``order`` (P,) presents the policies to the model permuted
-        (its outputs are mapped back), to measure position bias."""
+    def _run(self, split: Split, inputs: np.ndarray, explain: bool) -> Any:
+        """The model over ``split`` in batches of 128, pruning drawn from the run's generator (the same
+        tokens for the same split): logits (n, P), and with ``explain`` the explanation logits too."""
         import torch
 
-        order = np.arange(split.categories.shape[1]) if order is None else order
-        inputs = policy_inputs(split)[:, order]
         generator = torch.Generator().manual_seed(self.generator_seed)
         out = []
         with torch.no_grad():
             for at in range(0, len(split), 128):
                 rows = slice(at, at + 128)
-                out.append(
-                    self.model(
-                        torch.from_numpy(split.tokens[rows]),
-                        torch.from_numpy(inputs[rows]),
-                        self.prune,
-                        generator,
-                    ).numpy()
-                )
-        logits = np.concatenate(out)
+                video, policies = torch.from_numpy(split.tokens[rows]), torch.from_numpy(inputs[rows])
+                out.append(self.model(video, policies, self.prune, generator, explain=explain))
+        if explain:
+            return tuple(np.concatenate([o[k].numpy() for o in out]) for k in (0, 1))
+        return np.concatenate([o.numpy() for o in out])
+
+    def scores(self, split: Split, order: np.ndarray | None = None) -> np.ndarray:
+        """Logits (n, P) in the prompt's order; ``order`` (P,) presents the policies to the model permuted
+        (its outputs are mapped back), to measure position bias."""
+        order = np.arange(split.categories.shape[1]) if order is None else order
+        logits = self._run(split, policy_inputs(split)[:, order], explain=False)
         back = np.empty_like(logits)
         back[:, order] = logits
         return back
+
+    def explanations(self, split: Split) -> tuple[np.ndarray, np.ndarray]:
+        """Each (video, policy)'s explanation, (when, where) (n, P) each: the frame the guardrail says the
+        content first appears in and the cell it names (its two heads' argmax), in the prompt's order."""
+        _, explained = self._run(split, policy_inputs(split), explain=True)
+        frames = self.config.frames
+        return explained[..., :frames].argmax(-1), explained[..., frames:].argmax(-1)
 
     def flops(self) -> float:
         return prefill_flops(self.config, self.prune != "none")

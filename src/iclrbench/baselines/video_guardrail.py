@@ -7,7 +7,7 @@ card):
   mask (an LLM prompt's encoding), no pruning: the position-bias claim's comparison;
 - ``per-frame``: an image classifier on each frame (an MLP over its 16 patches, one output per training
   category), max over frames; it reads no policy text, so a policy it was not trained on gets a constant
-  score.
+  score. Its explanation names the frame where its score peaks and no cell (it reads a frame whole).
 """
 
 from __future__ import annotations
@@ -86,6 +86,18 @@ class PerFrameClassifier(Guardrail):
         b = video.shape[0]
         frames = video.reshape(b, self.config.frames, -1)
         return self.model(frames).amax(1)
+
+    def explanations(self, split: Split) -> tuple[np.ndarray, np.ndarray]:
+        """The frame where each policy's category scores highest, and no cell (-1): it reads frames whole."""
+        import torch
+
+        b = len(split)
+        with torch.no_grad():
+            frames = torch.from_numpy(split.tokens).reshape(b, self.config.frames, -1)
+            per_frame = self.model(frames).numpy()  # (n, frames, training categories)
+        heads = np.maximum(self.index[split.categories], 0)  # (n, P)
+        when = np.take_along_axis(per_frame, heads[:, None, :], 2).argmax(1)
+        return when, np.full_like(when, -1)
 
     def scores(self, split: Split, order: np.ndarray | None = None) -> np.ndarray:
         import torch

@@ -13,8 +13,9 @@ guardrail blind to the policies' text, whatever the video shows), ``heldout_rank
 held-out categories, written in held-out phrasings), ``position_bias`` (the test split presented in every
 rotation of its policy order, so each verdict is asked at every position: the largest gap between two
 positions' accuracies, less that gap with each video's rotations shuffled), ``prefill_mflops`` (per video,
-counted), ``kept_tokens`` (video tokens after pruning), ``latency_ms`` (per video, measured on this CPU) and
-``seconds``.
+counted), ``kept_tokens`` (video tokens after pruning), ``explanation_accuracy`` and
+``heldout_explanation_accuracy`` (the share of broken policies flagged with an explanation that names the
+right frame and cell), ``latency_ms`` (per video, measured on this CPU) and ``seconds``.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from iclrbench.envs.video_guardrail import (
     TASK_ID,
     Split,
     VideoGuardrailConfig,
+    explanation,
     make_data,
 )
 from iclrbench.models.torch_threads import one_torch_thread
@@ -140,6 +142,14 @@ def position_bias(correct: np.ndarray, seed: int, draws: int = 200) -> tuple[flo
     return gap - float(np.mean(null)), accuracy
 
 
+def explanation_accuracy(split: Split, scores: np.ndarray, when: np.ndarray, where: np.ndarray) -> float:
+    """Over the split's broken policies, the share flagged (logit > 0) with an explanation naming the frame
+    the content first appears in and its cell: a flag with the wrong explanation, or a miss, counts 0."""
+    broken = split.labels > 0.5
+    right = (scores > 0) & (when == split.when) & (where == split.where)
+    return float(right[broken].mean()) if broken.any() else float("nan")
+
+
 # ------------------------------------------------------------------------------------------------- claims
 def _runs(groups: list[list[RunResult]]) -> dict[str, list[RunResult]]:
     return {g[0].algorithm: g for g in groups if g}
@@ -199,7 +209,9 @@ class VideoGuardrailTask(Task):
     id = TASK_ID
     # 2: position bias less a null that shuffles each video's rotations (version 1 shuffled single verdicts,
     #    which scatters a rotation's shared flips and biases the null upward)
-    version = 2
+    # 3: explanations (when and where) from heads on the answer states, the gradient stopped (the verdict
+    #    network is built with the heads, so its initial weights, and its trained verdicts, differ from v2's)
+    version = 3
     paper = Paper(
         title="SafeWatch: an efficient safety-policy following video guardrail model with transparent "
         "explanations",
@@ -211,7 +223,10 @@ class VideoGuardrailTask(Task):
         "it: SafeWatch's parallel equivalent policy encoding (PEPE) and policy-aware token pruning (PAP) "
         "against sequential encoding, no pruning, random pruning and a per-frame classifier, on seeded "
         "videos of coloured shapes. Departures: a small transformer trained from scratch on patch tokens "
-        "stands in for the paper's 8B video LLM; verdicts per policy, no description or explanation text; "
+        "stands in for the paper's 8B video LLM; each flag's explanation is when and where its content is "
+        "shown (two classification heads on the answer tokens, rendered as one line), not the paper's free "
+        "text, and trained on the answer states with the gradient stopped (jointly, explain_jointly=true, "
+        "PAP's attention scores stopped finding the objects: F1 0.000 at 90% pruning); "
         "the public code is evaluation only, so PEPE's mask and positions and PAP's scoring (each video "
         "token's attention to a policy's chunk in the first block, which reads one frame at a time, before "
         "the answers read the video) are built from the paper's and the model card's words."
@@ -239,9 +254,9 @@ class VideoGuardrailTask(Task):
             {"frames": 6, "layers": 3, "train_videos": 3000, "test_videos": 400, "steps": 1200, "lr": 2e-3},
             "6 frames (96 video tokens), 3 blocks of d = 64, 1,200 steps of 32 videos: about 1.8 min a "
             "training on one core; SafeWatch and its pruning ablations share one",
-            # bench claims -j 2 from an empty store, 2 otherwise idle cores (2026-12-06): 20 runs, 10
-            # trainings
-            claims_minutes=9.5,
+            # bench claims -j 2 from an empty store, 2 otherwise idle cores (v3, 2026-12-07): 20 runs, 10
+            # trainings (v2: 9.5; the explanation heads and their scoring add the rest)
+            claims_minutes=12.6,
             claim_seeds=tuple(range(5)),
         ),
         "paper": Budget(
@@ -274,6 +289,13 @@ class VideoGuardrailTask(Task):
         ),
         Metric("prefill_mflops", False, "MFLOP", "counted prefill FLOPs per video"),
         Metric("kept_tokens", False, "", "video tokens the blocks after pruning see"),
+        Metric(
+            "explanation_accuracy",
+            True,
+            "",
+            "share of the test split's broken policies flagged with the right frame and cell named",
+        ),
+        Metric("heldout_explanation_accuracy", True, "", "explanation_accuracy on the held-out categories"),
         Metric("latency_ms", False, "ms", "scoring time per video on this CPU", measured=True),
         Metric("seconds", False, "s", "wall-clock seconds of training and scoring", measured=True),
     )
@@ -288,11 +310,10 @@ class VideoGuardrailTask(Task):
             "exceeds PEPE's (paired by seed).",
             bias_requests,
             judge_bias,
-            # small (2026-12-06, 5 seeds, v2): sequential's bias -0.0005 (-0.00075 to -0.00034) against
-            # PEPE's 0: trained on shuffled orders, as SafeWatch trains, the sequential guardrail has no
-            # position bias (its positions' accuracies are, if anything, a little more even than its rotations
-            # shuffled give); F1 0.961 against PEPE's 0.965
-            expected="not_reproduced",
+            # small (2026-12-07, 5 seeds, v3): sequential's bias +0.0001 (-0.0005 to 0.0008) against PEPE's
+            # 0 (v2: -0.0005, -0.00075 to -0.00034, not reproduced): trained on shuffled orders, as SafeWatch
+            # trains, the sequential guardrail has no position bias to speak of; F1 0.963 against PEPE's 0.968
+            expected="inconclusive",
         ),
         Claim(
             "pap-keeps-f1-at-90-percent-pruning",
@@ -300,8 +321,9 @@ class VideoGuardrailTask(Task):
             "pruning, while pruning as many at random loses more; prefill cost falls accordingly.",
             pruning_requests,
             judge_pruning,
-            # small (2026-12-06, 5 seeds): F1 0.965 unpruned, 0.637 with PAP (lost 0.33, 0.25 to 0.41), 0.334
-            # at random (PAP - random +0.30, 0.22 to 0.39); prefill 49.4 -> 25.1 MFLOPs
+            # small (2026-12-07, 5 seeds, v3): F1 0.968 unpruned, 0.473 with PAP (lost 0.49, 0.20 to 0.78;
+            # seeds 0.20-0.73), 0.329 at random (PAP - random +0.14, -0.16 to 0.45); prefill 49.4 -> 25.1
+            # MFLOPs. v2's networks (other initial weights) gave PAP 0.637: its F1 rests on the seed
             expected="not_reproduced",
         ),
     )
@@ -317,6 +339,8 @@ class VideoGuardrailTask(Task):
             test = algorithm.scores(data.test)
             latency = 1e3 * (time.perf_counter() - tick) / len(data.test)
             held = algorithm.scores(data.held_out)
+            explained = algorithm.explanations(data.test)
+            explained_held = algorithm.explanations(data.held_out)
             bias, positions = position_bias(position_correct(algorithm, data.test), seed)
         f1, auprc = macro(data.test, test, tuple(CATEGORIES))
         held_categories = tuple(c for c in HELD_OUT_CATEGORIES if c in _asked(data.held_out))
@@ -332,6 +356,8 @@ class VideoGuardrailTask(Task):
                 "position_bias": bias,
                 "prefill_mflops": algorithm.flops() / 1e6,
                 "kept_tokens": float(kept_video_tokens(config) if pruned else config.video_tokens),
+                "explanation_accuracy": explanation_accuracy(data.test, test, *explained),
+                "heldout_explanation_accuracy": explanation_accuracy(data.held_out, held, *explained_held),
                 "latency_ms": latency,
                 "seconds": time.perf_counter() - start,
             },
@@ -342,10 +368,24 @@ class VideoGuardrailTask(Task):
             },
             notes=(
                 f"accuracy by position {', '.join(f'{a:.3f}' for a in positions)}; "
-                f"{len(data.train)} training videos, {config.video_tokens} video tokens each"
+                f"{len(data.train)} training videos, {config.video_tokens} video tokens each; "
+                + _example(data.test, test, explained, config)
             ),
         )
 
 
 def _asked(split: Split) -> set[str]:
     return {CATEGORIES[i] for i in np.unique(split.categories)}
+
+
+def _example(split: Split, scores: np.ndarray, explained: tuple[np.ndarray, np.ndarray], config: Any) -> str:
+    """The first broken policy of the test split: its explanation as given and as it should be."""
+    broken = np.argwhere(split.labels > 0.5)
+    if not len(broken):
+        return "no broken policy in the test split"
+    i, j = broken[0]
+    name = CATEGORIES[split.categories[i, j]]
+    said = explanation(name, int(explained[0][i, j]), int(explained[1][i, j]), config.event_frames)
+    truth = explanation(name, int(split.when[i, j]), int(split.where[i, j]), config.event_frames)
+    verdict = "flagged" if scores[i, j] > 0 else "missed"
+    return f"e.g. video 0's {name!r}: {verdict}, explained {said!r} (truth {truth!r})"
